@@ -1,0 +1,44 @@
+// Exchange: how a replica turns its gradients into the next parameters.
+// One interface for every strategy: a local optimizer (single process),
+// parameter servers (sync / async / ssp, sharded) and allreduce (ring over
+// gRPC, NCCL). The trainer only ever talks to this interface; which backend
+// runs is decided in one place from the cluster shape.
+// Implementations document their own thread-safety; the trainer calls them
+// from one thread.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_EXCHANGE_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_EXCHANGE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kubetrain::exchange {
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+
+  virtual std::string name() const = 0;
+
+  // Establishes the starting parameters in `params`. The replica that
+  // initialises (chief / worker 0) passes freshly initialised values; others
+  // receive the shared ones. Returns the global step to continue from
+  // (0 on a fresh job, later when resuming).
+  virtual absl::StatusOr<int64_t> Start(std::span<float> params) = 0;
+
+  // Submits this replica's gradients for global step `step` (the gradient
+  // of the mean loss over its batch). On success `params` holds the
+  // parameters for the next step; returns the next global step.
+  virtual absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                                       std::span<float> params) = 0;
+
+  // This replica has finished training.
+  virtual absl::Status Finish() = 0;
+};
+
+}  // namespace kubetrain::exchange
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_EXCHANGE_H_

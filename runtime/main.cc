@@ -1,0 +1,101 @@
+// The `kubetrain` binary: wires options, clock and output, then runs a
+// subcommand. `kubetrain train` trains in this process.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "kubetrain/clock.h"
+#include "runtime/nn/model_spec.h"
+#include "runtime/train/train_command.h"
+
+namespace {
+
+void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
+  auto& t = o.trainer;
+  auto& opt = o.optimizer;
+  auto& lr = o.lr;
+  cmd->add_option("--model", o.model, "Built-in model (mlp, cnn) or a YAML/JSON model file")
+      ->capture_default_str();
+  cmd->add_option("--data", o.data_dir,
+                  "Directory with MNIST-style IDX files (train-*/t10k-*, .gz or plain)")
+      ->capture_default_str();
+  cmd->add_option("--train-csv", o.train_csv,
+                  "Train from a CSV file instead (label in the first column)");
+  cmd->add_option("--test-csv", o.test_csv, "Test split as CSV (with --train-csv)");
+  cmd->add_option("--train-limit", o.train_limit,
+                  "Use only the first N training samples (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--epochs", t.epochs, "Passes over this replica's training shard")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", t.batch_size, "Samples per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", opt.kind, "sgd or adam")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  cmd->add_option("--lr", lr.base_lr, "Base learning rate")->capture_default_str();
+  cmd->add_option("--lr-schedule", lr.kind, "constant, step or cosine")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  cmd->add_option("--lr-step-size", lr.step_size, "step schedule: steps between decays")
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", lr.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--lr-min", lr.min_lr, "cosine schedule: final learning rate")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", lr.warmup_steps, "Linear warm-up steps")
+      ->capture_default_str();
+  cmd->add_option("--momentum", opt.momentum, "sgd momentum (0 = plain SGD)")
+      ->capture_default_str();
+  cmd->add_flag("--nesterov", opt.nesterov, "sgd: Nesterov momentum");
+  cmd->add_option("--weight-decay", opt.weight_decay, "L2 weight decay")->capture_default_str();
+  cmd->add_option("--adam-beta1", opt.beta1, "adam beta1")->capture_default_str();
+  cmd->add_option("--adam-beta2", opt.beta2, "adam beta2")->capture_default_str();
+  cmd->add_option("--adam-epsilon", opt.epsilon, "adam epsilon")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "Seed for initialisation and data order")
+      ->capture_default_str();
+  cmd->add_option("--shard-index", t.shard_index, "This replica's data shard")
+      ->capture_default_str();
+  cmd->add_option("--num-shards", t.num_shards, "Number of data shards")->capture_default_str();
+  cmd->add_option("--log-every", t.log_every_steps, "Steps between progress lines (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--eval-batch-size", t.eval_batch_size, "Batch size for evaluation")
+      ->capture_default_str();
+  cmd->add_option("--eval-every-epoch", t.eval_every_epoch,
+                  "Evaluate on the test split after every epoch")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "BLAS threads (0 = every available CPU)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kubetrain: Kubernetes-native distributed training runtime"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kubetrain 0.1.0");
+
+  kubetrain::train::TrainCommandOptions train_options;
+  CLI::App* train = app.add_subcommand("train", "Train a model in this process");
+  AddTrainFlags(train, train_options);
+
+  CLI::App* models = app.add_subcommand("models", "Print the built-in models as YAML");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (models->parsed()) {
+    for (const std::string& name : kubetrain::nn::BuiltinModelNames()) {
+      std::cout << "# " << name << *kubetrain::nn::BuiltinModelSpec(name) << "\n";
+    }
+    return 0;
+  }
+  kubetrain::RealClock clock;
+  absl::StatusOr<kubetrain::train::TrainResult> result =
+      kubetrain::train::RunTraining(train_options, std::cout, clock);
+  if (!result.ok()) {
+    std::cerr << "kubetrain: error: " << result.status().message() << std::endl;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,43 @@
+// Dropout (inverted): in training each element is kept with probability
+// 1 - rate and scaled by 1 / (1 - rate); at inference it is the identity.
+// The mask comes from a counter-based hash of (seed, call, element), so runs
+// are reproducible and Reseed() replays a mask exactly (used by gradient
+// checks). Not thread-safe.
+#ifndef KUBETRAIN_RUNTIME_NN_DROPOUT_H_
+#define KUBETRAIN_RUNTIME_NN_DROPOUT_H_
+
+#include <vector>
+
+#include "runtime/nn/layer.h"
+
+namespace kubetrain::nn {
+
+class Dropout : public Layer {
+ public:
+  explicit Dropout(float rate) : rate_(rate) {}
+
+  std::string kind() const override { return "dropout"; }
+  absl::StatusOr<Shape> Build(const Shape& input_shape) override;
+  void InitParams(std::mt19937_64& rng) override { Reseed(rng()); }
+  void Forward(const TensorView& in, const TensorView& out, bool training) override;
+  void Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
+                const TensorView* grad_in) override;
+  std::string Describe() const override;
+
+  // Restarts the mask sequence: the next training Forward uses call 0.
+  void Reseed(uint64_t seed) {
+    seed_ = seed;
+    calls_ = 0;
+  }
+
+ private:
+  float rate_;
+  uint64_t seed_ = 0;
+  uint64_t calls_ = 0;
+  bool last_training_ = false;
+  std::vector<float> mask_;  // 0 or 1/(1-rate) per element of the last batch
+};
+
+}  // namespace kubetrain::nn
+
+#endif  // KUBETRAIN_RUNTIME_NN_DROPOUT_H_

@@ -1,0 +1,121 @@
+#include "runtime/nn/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kubetrain/check.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kubetrain::nn {
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr<Layer>> layers,
+                                                     const Shape& input_shape) {
+  if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
+  if (input_shape.empty() || NumElements(input_shape) <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input shape must be non-empty and positive, got ",
+                     ShapeToString(input_shape)));
+  }
+  std::vector<Shape> shapes;
+  shapes.push_back(input_shape);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    absl::StatusOr<Shape> out = layers[i]->Build(shapes.back());
+    if (!out.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
+                                                     "): ", out.status().message()));
+    }
+    if (NumElements(*out) <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
+                                                     "): empty output shape ",
+                                                     ShapeToString(*out)));
+    }
+    shapes.push_back(*std::move(out));
+  }
+  return std::unique_ptr<Model>(new Model(std::move(layers), std::move(shapes)));
+}
+
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes)
+    : layers_(std::move(layers)), input_shape_(shapes.front()) {
+  shapes_.assign(shapes.begin() + 1, shapes.end());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->DeclareParams(flat_, absl::StrCat("layers.", i, ".", layers_[i]->kind(), "."));
+  }
+  flat_.Allocate();
+  for (auto& l : layers_) l->BindParams(flat_);
+  acts_.resize(layers_.size());
+}
+
+void Model::InitParams(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (auto& l : layers_) l->InitParams(rng);
+}
+
+void Model::EnsureBatch(int64_t batch) {
+  if (batch <= capacity_) return;
+  input_.EnsureSize(static_cast<size_t>(batch * NumElements(input_shape_)));
+  int64_t widest = NumElements(input_shape_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    acts_[i].EnsureSize(static_cast<size_t>(batch * NumElements(shapes_[i])));
+    widest = std::max(widest, NumElements(shapes_[i]));
+  }
+  grad_a_.EnsureSize(static_cast<size_t>(batch * widest));
+  grad_b_.EnsureSize(static_cast<size_t>(batch * widest));
+  capacity_ = batch;
+}
+
+TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
+  KT_CHECK_GT(batch, 0);
+  EnsureBatch(batch);
+  batch_ = batch;
+  std::memcpy(input_.data(), inputs,
+              static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
+  TensorView x(input_.data(), WithBatch(batch, input_shape_));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    TensorView y(acts_[i].data(), WithBatch(batch, shapes_[i]));
+    layers_[i]->Forward(x, y, training);
+    x = y;
+  }
+  return x;
+}
+
+void Model::Backward(const TensorView& grad_logits) {
+  KT_CHECK_EQ(grad_logits.dim(0), batch_) << "Backward batch differs from Forward";
+  TensorView grad_out = grad_logits;
+  AlignedBuffer* next = &grad_a_;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const TensorView in =
+        i == 0 ? TensorView(input_.data(), WithBatch(batch_, input_shape_))
+               : TensorView(acts_[i - 1].data(), WithBatch(batch_, shapes_[i - 1]));
+    const TensorView out(acts_[i].data(), WithBatch(batch_, shapes_[i]));
+    if (i == 0) {
+      layers_[i]->Backward(in, out, grad_out, nullptr);
+      break;
+    }
+    TensorView grad_in(next->data(), in.shape());
+    layers_[i]->Backward(in, out, grad_out, &grad_in);
+    grad_out = grad_in;
+    next = next == &grad_a_ ? &grad_b_ : &grad_a_;
+  }
+}
+
+int64_t Model::TrainFlops(int64_t batch) const {
+  int64_t f = 0;
+  for (const auto& l : layers_) f += l->ForwardFlops(batch) + l->BackwardFlops(batch);
+  return f;
+}
+
+std::string Model::Summary() const {
+  std::string s;
+  Shape in = input_shape_;
+  absl::StrAppendFormat(&s, "input %s\n", ShapeToString(in));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    absl::StrAppendFormat(&s, "  %-44s -> %-14s params=%d\n", layers_[i]->Describe(),
+                          ShapeToString(shapes_[i]), layers_[i]->NumParams());
+  }
+  absl::StrAppendFormat(&s, "total params=%d", num_params());
+  return s;
+}
+
+}  // namespace kubetrain::nn

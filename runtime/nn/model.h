@@ -1,0 +1,72 @@
+// Model: a sequence of layers whose parameters and gradients live in one
+// flat buffer each (FlatParameters). Owns per-layer activation buffers,
+// grown to the largest batch seen.
+// Not thread-safe: one Model per training thread.
+#ifndef KUBETRAIN_RUNTIME_NN_MODEL_H_
+#define KUBETRAIN_RUNTIME_NN_MODEL_H_
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/nn/layer.h"
+#include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/flat_buffer.h"
+
+namespace kubetrain::nn {
+
+class Model {
+ public:
+  // Builds every layer in order for a per-sample input shape and lays out
+  // the flat parameter buffer. Errors name the layer: "layers[3] (dense): ...".
+  static absl::StatusOr<std::unique_ptr<Model>> Create(std::vector<std::unique_ptr<Layer>> layers,
+                                                       const Shape& input_shape);
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return shapes_.back(); }
+  int64_t num_params() const { return flat_.size(); }
+  std::span<float> params() { return flat_.params(); }
+  std::span<const float> params() const { return flat_.params(); }
+  std::span<float> grads() { return flat_.grads(); }
+  const FlatParameters& flat() const { return flat_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+
+  // Initialises every parameter from `seed` (deterministic).
+  void InitParams(uint64_t seed);
+
+  // Runs the batch {batch, input_shape...} (sample-major floats) through the
+  // layers; returns the logits, valid until the next Forward.
+  TensorView Forward(const float* inputs, int64_t batch, bool training);
+
+  // Back-propagates d(loss)/d(logits) of the last Forward; fills grads().
+  void Backward(const TensorView& grad_logits);
+
+  // Training FLOPs (forward + backward) for one batch.
+  int64_t TrainFlops(int64_t batch) const;
+
+  // One line per layer with output shape and parameter count.
+  std::string Summary() const;
+
+ private:
+  Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes);
+  void EnsureBatch(int64_t batch);
+
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Shape input_shape_;
+  std::vector<Shape> shapes_;  // output shape of each layer
+  FlatParameters flat_;
+  int64_t capacity_ = 0;
+  AlignedBuffer input_;               // copy of the last input batch
+  std::vector<AlignedBuffer> acts_;   // output of each layer
+  AlignedBuffer grad_a_, grad_b_;     // ping-pong activation gradients
+  int64_t batch_ = 0;
+};
+
+}  // namespace kubetrain::nn
+
+#endif  // KUBETRAIN_RUNTIME_NN_MODEL_H_

@@ -1,0 +1,49 @@
+// Optimizers over a contiguous range of the flat parameter vector. The same
+// code runs in a single process (whole vector) and on a parameter-server
+// shard (its own range), so it never sees layers.
+// Not thread-safe: one Optimizer per range, driven by one thread at a time.
+#ifndef KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
+#define KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/tensor/aligned_buffer.h"
+
+namespace kubetrain::train {
+
+struct OptimizerOptions {
+  std::string kind = "sgd";  // sgd | adam
+  float momentum = 0.9f;     // sgd; 0 disables the velocity buffer
+  bool nesterov = false;     // sgd
+  float weight_decay = 0.0f; // L2, added to the gradient
+  float beta1 = 0.9f;        // adam
+  float beta2 = 0.999f;      // adam
+  float epsilon = 1e-8f;     // adam
+};
+
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& o);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // params -= update(grads) with learning rate `lr`; sizes must equal size().
+  virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // Named state buffers (velocity, moments) for checkpoints.
+  virtual std::vector<std::pair<std::string, std::span<float>>> State() = 0;
+  // Number of Apply calls so far (Adam's bias correction uses it).
+  virtual int64_t steps() const = 0;
+  virtual void set_steps(int64_t steps) = 0;
+  virtual size_t size() const = 0;
+};
+
+// An optimizer for `size` parameters.
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerOptions& options,
+                                                         size_t size);
+
+}  // namespace kubetrain::train
+
+#endif  // KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_

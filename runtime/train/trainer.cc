@@ -1,0 +1,181 @@
+#include "runtime/train/trainer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/data/batch_sampler.h"
+#include "runtime/nn/softmax_cross_entropy.h"
+#include "runtime/tensor/aligned_buffer.h"
+
+namespace kubetrain::train {
+
+EvalResult Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size) {
+  EvalResult r;
+  const int64_t d = ds.SampleSize();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t start = 0; start < ds.size(); start += batch_size) {
+    const int64_t n = std::min(batch_size, ds.size() - start);
+    TensorView logits = model.Forward(ds.features.data() + start * d, n, /*training=*/false);
+    nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, ds.labels.data() + start, nullptr);
+    loss_sum += lr.loss * static_cast<double>(n);
+    correct += lr.correct;
+  }
+  r.samples = ds.size();
+  if (r.samples > 0) {
+    r.loss = loss_sum / static_cast<double>(r.samples);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples);
+  }
+  return r;
+}
+
+absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& model,
+                                   const std::string& what) {
+  if (ds.size() == 0) return absl::InvalidArgumentError(absl::StrCat(what, " data is empty"));
+  if (ds.SampleSize() != NumElements(model.input_shape())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " samples have shape ", ShapeToString(ds.sample_shape), " but the model expects ",
+        ShapeToString(model.input_shape())));
+  }
+  const Shape& out = model.output_shape();
+  if (out.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("model output must be flat logits, got ",
+                                                   ShapeToString(out)));
+  }
+  const auto [lo, hi] = std::minmax_element(ds.labels.begin(), ds.labels.end());
+  if (*lo < 0 || *hi >= out[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " labels span [", *lo, ", ", *hi,
+                                                   "] but the model has ", out[0],
+                                                   " outputs (classes)"));
+  }
+  return absl::OkStatus();
+}
+
+Trainer::Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dataset& train,
+                 const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
+                 const Clock& clock)
+    : model_(model),
+      exchange_(exchange),
+      train_(train),
+      test_(test),
+      opt_(std::move(options)),
+      progress_(progress),
+      clock_(clock) {}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  if (opt_.epochs <= 0) return absl::InvalidArgumentError("epochs must be > 0");
+  if (opt_.batch_size <= 0) return absl::InvalidArgumentError("batch size must be > 0");
+  if (opt_.eval_batch_size <= 0) return absl::InvalidArgumentError("eval batch size must be > 0");
+  if (absl::Status s = CheckDatasetFitsModel(train_, model_, "training"); !s.ok()) return s;
+  if (test_ != nullptr) {
+    if (absl::Status s = CheckDatasetFitsModel(*test_, model_, "test"); !s.ok()) return s;
+  }
+  absl::StatusOr<data::BatchSampler> sampler =
+      data::BatchSampler::Create(train_.size(), opt_.batch_size, opt_.seed, opt_.shard_index,
+                                 opt_.num_shards, /*shuffle=*/true, /*drop_last=*/false);
+  if (!sampler.ok()) return sampler.status();
+
+  model_.InitParams(opt_.seed);
+  absl::StatusOr<int64_t> start = exchange_.Start(model_.params());
+  if (!start.ok()) return start.status();
+
+  const int64_t per_epoch = sampler->BatchesPerEpoch();
+  const int64_t total_steps = opt_.epochs * per_epoch;
+  int64_t step = std::min(*start, total_steps);
+  sampler->SetPosition(step / per_epoch, step % per_epoch);
+
+  const int64_t d = train_.SampleSize();
+  const int64_t classes = model_.output_shape()[0];
+  AlignedBuffer features(static_cast<size_t>(opt_.batch_size * d));
+  std::vector<int32_t> labels(static_cast<size_t>(opt_.batch_size));
+  AlignedBuffer grad_logits(static_cast<size_t>(opt_.batch_size * classes));
+
+  TrainResult result;
+  const double t0 = clock_.NowSeconds();
+  double epoch_t0 = t0, window_t0 = t0;
+  double epoch_loss = 0, window_loss = 0;
+  int64_t epoch_correct = 0, epoch_samples = 0, window_correct = 0, window_samples = 0;
+  int64_t window_batches = 0, epoch_batches = 0, total_samples = 0;
+  const int64_t first_step = step;
+
+  while (step < total_steps) {
+    std::span<const int64_t> idx = sampler->NextBatch();
+    const int64_t n = static_cast<int64_t>(idx.size());
+    data::GatherBatch(train_, idx, features.data(), labels.data());
+    TensorView logits = model_.Forward(features.data(), n, /*training=*/true);
+    TensorView grad(grad_logits.data(), {n, classes});
+    nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, labels.data(), &grad);
+    model_.Backward(grad);
+    absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
+    if (!next.ok()) return next.status();
+    step = *next;
+
+    window_loss += lr.loss;
+    epoch_loss += lr.loss;
+    window_correct += lr.correct;
+    epoch_correct += lr.correct;
+    window_samples += n;
+    epoch_samples += n;
+    total_samples += n;
+    ++window_batches;
+    ++epoch_batches;
+
+    const double now = clock_.NowSeconds();
+    if (opt_.log_every_steps > 0 && step % opt_.log_every_steps == 0) {
+      ProgressLine p;
+      p.step = step;
+      p.total_steps = total_steps;
+      p.epoch = std::min((step - 1) / per_epoch + 1, opt_.epochs);
+      p.total_epochs = opt_.epochs;
+      p.loss = window_loss / static_cast<double>(window_batches);
+      p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
+      p.lr = opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0;
+      p.samples_per_second = window_samples / std::max(now - window_t0, 1e-9);
+      const double steps_per_second = (step - first_step) / std::max(now - t0, 1e-9);
+      p.eta_seconds = (total_steps - step) / std::max(steps_per_second, 1e-9);
+      progress_.Progress(p);
+      window_loss = 0;
+      window_correct = window_samples = window_batches = 0;
+      window_t0 = now;
+    }
+    if (step % per_epoch == 0 || step == total_steps) {
+      EpochLine e;
+      e.epoch = (step - 1) / per_epoch + 1;
+      e.total_epochs = opt_.epochs;
+      e.step = step;
+      e.train_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_batches, 1));
+      e.train_accuracy =
+          static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
+      if (test_ != nullptr && opt_.eval_every_epoch && step < total_steps) {
+        EvalResult ev = Evaluate(model_, *test_, opt_.eval_batch_size);
+        e.test_loss = ev.loss;
+        e.test_accuracy = ev.accuracy;
+      }
+      e.seconds = clock_.NowSeconds() - epoch_t0;
+      result.train_loss = e.train_loss;
+      result.train_accuracy = e.train_accuracy;
+      if (step == total_steps && test_ != nullptr) {
+        result.test = Evaluate(model_, *test_, opt_.eval_batch_size);
+        e.test_loss = result.test.loss;
+        e.test_accuracy = result.test.accuracy;
+      }
+      progress_.Epoch(e);
+      epoch_loss = 0;
+      epoch_correct = epoch_samples = epoch_batches = 0;
+      epoch_t0 = clock_.NowSeconds();
+    }
+  }
+  if (absl::Status s = exchange_.Finish(); !s.ok()) return s;
+
+  result.steps = step;
+  result.seconds = clock_.NowSeconds() - t0;
+  result.samples_per_second = total_samples / std::max(result.seconds, 1e-9);
+  if (test_ != nullptr && result.test.samples == 0) {
+    result.test = Evaluate(model_, *test_, opt_.eval_batch_size);
+  }
+  return result;
+}
+
+}  // namespace kubetrain::train

@@ -1,0 +1,75 @@
+// Trainer: the training loop of one replica. Draws this replica's shard of
+// the data in batches, runs forward/backward on the model, hands gradients
+// to an Exchange, reports progress, and evaluates on the test split.
+// Not thread-safe; borrows everything it is given for its lifetime.
+#ifndef KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
+#define KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/clock.h"
+#include "runtime/data/dataset.h"
+#include "runtime/exchange/exchange.h"
+#include "runtime/nn/model.h"
+#include "runtime/train/progress_reporter.h"
+
+namespace kubetrain::train {
+
+struct TrainerOptions {
+  int64_t epochs = 10;
+  int64_t batch_size = 64;
+  uint64_t seed = 1;              // data order and parameter initialisation
+  int shard_index = 0;            // this replica's slice of the training data
+  int num_shards = 1;
+  int64_t log_every_steps = 100;  // progress line interval; 0 = per epoch only
+  int64_t eval_batch_size = 1000;
+  bool eval_every_epoch = true;
+  // Learning rate to show in progress lines for a step (informational).
+  std::function<float(int64_t)> lr_for_step;
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+  int64_t samples = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double train_loss = 0;      // last epoch's mean
+  double train_accuracy = 0;  // last epoch's mean
+  EvalResult test;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+// Loss and accuracy of `model` over all of `ds` (inference mode).
+EvalResult Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size);
+
+// Checks that `ds` fits `model`: sample size and labels within the output.
+absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& model,
+                                   const std::string& what);
+
+class Trainer {
+ public:
+  Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dataset& train,
+          const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
+          const Clock& clock);
+
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  nn::Model& model_;
+  exchange::Exchange& exchange_;
+  const data::Dataset& train_;
+  const data::Dataset* test_;
+  TrainerOptions opt_;
+  ProgressReporter& progress_;
+  const Clock& clock_;
+};
+
+}  // namespace kubetrain::train
+
+#endif  // KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
