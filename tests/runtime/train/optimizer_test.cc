@@ -1,0 +1,103 @@
+#include "runtime/train/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/train/lr_schedule.h"
+
+namespace kubetrain::train {
+namespace {
+
+TEST(Sgd, PlainStepIsLrTimesGradient) {
+  auto opt = *MakeOptimizer({.kind = "sgd", .momentum = 0.0f}, 3);
+  std::vector<float> p = {1, 2, 3}, g = {0.5f, -1, 0};
+  opt->Apply(p, g, 0.1f);
+  EXPECT_FLOAT_EQ(p[0], 0.95f);
+  EXPECT_FLOAT_EQ(p[1], 2.1f);
+  EXPECT_FLOAT_EQ(p[2], 3.0f);
+  EXPECT_TRUE(opt->State().empty());
+}
+
+TEST(Sgd, MomentumAccumulatesVelocity) {
+  auto opt = *MakeOptimizer({.kind = "sgd", .momentum = 0.9f}, 1);
+  std::vector<float> p = {0}, g = {1};
+  opt->Apply(p, g, 1.0f);  // v = 1, p = -1
+  opt->Apply(p, g, 1.0f);  // v = 1.9, p = -2.9
+  EXPECT_FLOAT_EQ(p[0], -2.9f);
+  ASSERT_EQ(opt->State().size(), 1u);
+  EXPECT_FLOAT_EQ(opt->State()[0].second[0], 1.9f);
+  EXPECT_EQ(opt->steps(), 2);
+}
+
+TEST(Sgd, WeightDecayShrinksParameters) {
+  auto opt = *MakeOptimizer({.kind = "sgd", .momentum = 0.0f, .weight_decay = 0.5f}, 1);
+  std::vector<float> p = {2}, g = {0};
+  opt->Apply(p, g, 0.1f);  // p -= 0.1 * 0.5 * 2
+  EXPECT_FLOAT_EQ(p[0], 1.9f);
+}
+
+TEST(Adam, FirstStepMovesByLrTimesSign) {
+  auto opt = *MakeOptimizer({.kind = "adam"}, 2);
+  std::vector<float> p = {0, 0}, g = {3, -0.01f};
+  opt->Apply(p, g, 0.01f);
+  // Bias-corrected m/sqrt(v) = sign(g) on the first step.
+  EXPECT_NEAR(p[0], -0.01f, 1e-6);
+  EXPECT_NEAR(p[1], 0.01f, 1e-5);
+  EXPECT_EQ(opt->State().size(), 2u);
+}
+
+TEST(Optimizers, MinimiseAQuadratic) {
+  for (const char* kind : {"sgd", "adam"}) {
+    auto opt = *MakeOptimizer({.kind = kind}, 2);
+    std::vector<float> p = {5, -3}, g(2);
+    for (int i = 0; i < 500; ++i) {
+      g[0] = 2 * (p[0] - 1);  // minimum at (1, 2)
+      g[1] = 2 * (p[1] - 2);
+      opt->Apply(p, g, 0.05f);
+    }
+    EXPECT_NEAR(p[0], 1.0f, 1e-2) << kind;
+    EXPECT_NEAR(p[1], 2.0f, 1e-2) << kind;
+  }
+}
+
+TEST(Optimizers, BadOptionsAreRefused) {
+  EXPECT_FALSE(MakeOptimizer({.kind = "rmsprop"}, 1).ok());
+  EXPECT_FALSE(MakeOptimizer({.kind = "sgd", .momentum = 1.0f}, 1).ok());
+  EXPECT_FALSE(MakeOptimizer({.kind = "sgd", .weight_decay = -1.0f}, 1).ok());
+  EXPECT_FALSE(MakeOptimizer({.kind = "adam", .epsilon = 0.0f}, 1).ok());
+}
+
+TEST(LrSchedule, Constant) {
+  auto s = *LrSchedule::Create({.kind = "constant", .base_lr = 0.1f});
+  EXPECT_FLOAT_EQ(s.At(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.At(100000), 0.1f);
+}
+
+TEST(LrSchedule, StepDecays) {
+  auto s = *LrSchedule::Create({.kind = "step", .base_lr = 1.0f, .step_size = 10, .gamma = 0.5f});
+  EXPECT_FLOAT_EQ(s.At(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.At(10), 0.5f);
+  EXPECT_FLOAT_EQ(s.At(25), 0.25f);
+}
+
+TEST(LrSchedule, CosineWithWarmup) {
+  auto s = *LrSchedule::Create(
+      {.kind = "cosine", .base_lr = 1.0f, .warmup_steps = 10, .total_steps = 110, .min_lr = 0.0f});
+  EXPECT_FLOAT_EQ(s.At(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.At(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.At(10), 1.0f);
+  EXPECT_NEAR(s.At(60), 0.5f, 1e-6);
+  EXPECT_NEAR(s.At(110), 0.0f, 1e-6);
+  EXPECT_NEAR(s.At(500), 0.0f, 1e-6);
+}
+
+TEST(LrSchedule, BadOptionsAreRefused) {
+  EXPECT_FALSE(LrSchedule::Create({.kind = "linear"}).ok());
+  EXPECT_FALSE(LrSchedule::Create({.kind = "constant", .base_lr = 0}).ok());
+  EXPECT_FALSE(LrSchedule::Create({.kind = "step", .step_size = 0}).ok());
+  EXPECT_FALSE(LrSchedule::Create({.kind = "cosine", .total_steps = 0}).ok());
+}
+
+}  // namespace
+}  // namespace kubetrain::train
