@@ -27,7 +27,7 @@ struct TrainerOptions {
   int64_t eval_batch_size = 1000;
   bool eval_every_epoch = true;
   // Learning rate to show in progress lines for a step (informational).
-  std::function<float(int64_t)> lr_for_step;
+  std::function<float(int64_t)> lr_for_step = nullptr;
 };
 
 struct EvalResult {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "tests/runtime/data/temp_files.h"
+#include "tests/support/temp_files.h"
 
 namespace kubetrain::data {
 namespace {

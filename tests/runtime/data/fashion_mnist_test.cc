@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/runtime/data/idx_test_util.h"
-#include "tests/runtime/data/temp_files.h"
+#include "tests/support/idx_test_util.h"
+#include "tests/support/temp_files.h"
 
 namespace kubetrain::data {
 namespace {

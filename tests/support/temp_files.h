@@ -1,7 +1,7 @@
 // Test helpers: a fresh temporary directory per test and writers for plain
 // and gzip files. Not thread-safe.
-#ifndef KUBETRAIN_TESTS_RUNTIME_DATA_TEMP_FILES_H_
-#define KUBETRAIN_TESTS_RUNTIME_DATA_TEMP_FILES_H_
+#ifndef KUBETRAIN_TESTS_SUPPORT_TEMP_FILES_H_
+#define KUBETRAIN_TESTS_SUPPORT_TEMP_FILES_H_
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -69,4 +69,4 @@ inline std::string AsBytes(const std::vector<uint8_t>& v) {
 
 }  // namespace kubetrain::data::testing_util
 
-#endif  // KUBETRAIN_TESTS_RUNTIME_DATA_TEMP_FILES_H_
+#endif  // KUBETRAIN_TESTS_SUPPORT_TEMP_FILES_H_

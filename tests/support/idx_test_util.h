@@ -1,6 +1,6 @@
 // Test helper: builds IDX file bytes. Thread-safe (pure functions).
-#ifndef KUBETRAIN_TESTS_RUNTIME_DATA_IDX_TEST_UTIL_H_
-#define KUBETRAIN_TESTS_RUNTIME_DATA_IDX_TEST_UTIL_H_
+#ifndef KUBETRAIN_TESTS_SUPPORT_IDX_TEST_UTIL_H_
+#define KUBETRAIN_TESTS_SUPPORT_IDX_TEST_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -27,4 +27,4 @@ inline std::vector<uint8_t> Iota(size_t n, uint8_t start = 0) {
 
 }  // namespace kubetrain::data::testing_util
 
-#endif  // KUBETRAIN_TESTS_RUNTIME_DATA_IDX_TEST_UTIL_H_
+#endif  // KUBETRAIN_TESTS_SUPPORT_IDX_TEST_UTIL_H_

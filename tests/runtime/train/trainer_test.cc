@@ -1,0 +1,155 @@
+#include "runtime/train/trainer.h"
+
+#include <sstream>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/exchange/local_exchange.h"
+#include "runtime/nn/model_spec.h"
+
+namespace kubetrain::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 4 classes in 8 features: class c has feature 2c and 2c+1 set, plus noise.
+data::Dataset Synthetic(int n, uint64_t seed) {
+  data::Dataset ds;
+  ds.sample_shape = {8};
+  ds.num_classes = 4;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0, 0.3f);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 4;
+    for (int f = 0; f < 8; ++f) ds.features.push_back((f / 2 == c ? 1.0f : 0.0f) + noise(rng));
+    ds.labels.push_back(c);
+  }
+  return ds;
+}
+
+std::unique_ptr<nn::Model> SmallModel() {
+  return *nn::BuildModelFromSpec("layers: [{type: dense, units: 16}, relu, {type: dense, units: 4}]",
+                                 "test", Shape{8});
+}
+
+// Records each call; applies plain SGD so training still progresses.
+class RecordingExchange : public exchange::Exchange {
+ public:
+  explicit RecordingExchange(int64_t start) : start_(start) {}
+  std::string name() const override { return "recording"; }
+  absl::StatusOr<int64_t> Start(std::span<float> params) override { return start_; }
+  absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                               std::span<float> params) override {
+    steps.push_back(step);
+    for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.1f * grads[i];
+    return step + 1;
+  }
+  absl::Status Finish() override {
+    finished = true;
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> steps;
+  bool finished = false;
+
+ private:
+  int64_t start_;
+};
+
+TEST(Trainer, LearnsASeparableProblemAndReports) {
+  data::Dataset train = Synthetic(400, 1), test = Synthetic(100, 2);
+  auto model = SmallModel();
+  auto exchange = exchange::LocalExchange(*MakeOptimizer({.kind = "sgd"}, model->num_params()),
+                                          *LrSchedule::Create({.base_lr = 0.05f}));
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, exchange, train, &test,
+            {.epochs = 5, .batch_size = 20, .seed = 3, .log_every_steps = 10}, progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 100);
+  EXPECT_GE(r->test.accuracy, 0.95);
+  EXPECT_EQ(r->test.samples, 100);
+  EXPECT_THAT(out.str(), HasSubstr("progress step=10/100 epoch=1/5"));
+  EXPECT_THAT(out.str(), HasSubstr("epoch epoch=5/5 step=100"));
+}
+
+TEST(Trainer, SameSeedGivesIdenticalParameters) {
+  data::Dataset train = Synthetic(200, 1);
+  std::vector<std::vector<float>> finals;
+  for (int run = 0; run < 2; ++run) {
+    auto model = SmallModel();
+    RecordingExchange ex(0);
+    std::ostringstream out;
+    ProgressReporter progress(out);
+    FakeClock clock;
+    Trainer t(*model, ex, train, nullptr, {.epochs = 2, .batch_size = 16, .seed = 9}, progress,
+              clock);
+    ASSERT_TRUE(t.Run().ok());
+    finals.emplace_back(model->params().begin(), model->params().end());
+  }
+  EXPECT_EQ(finals[0], finals[1]);
+}
+
+TEST(Trainer, ContinuesFromTheStepTheExchangeReturns) {
+  data::Dataset train = Synthetic(100, 1);
+  auto model = SmallModel();
+  RecordingExchange ex(/*start=*/7);
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  // 100 samples / batch 10 = 10 steps per epoch, 3 epochs = 30 steps.
+  Trainer t(*model, ex, train, nullptr, {.epochs = 3, .batch_size = 10}, progress, clock);
+  ASSERT_TRUE(t.Run().ok());
+  ASSERT_EQ(ex.steps.size(), 23u);
+  EXPECT_EQ(ex.steps.front(), 7);
+  EXPECT_EQ(ex.steps.back(), 29);
+  EXPECT_TRUE(ex.finished);
+}
+
+TEST(Trainer, ShardsSeeDisjointHalves) {
+  data::Dataset train = Synthetic(100, 1);
+  for (int shard = 0; shard < 2; ++shard) {
+    auto model = SmallModel();
+    RecordingExchange ex(0);
+    std::ostringstream out;
+    ProgressReporter progress(out);
+    FakeClock clock;
+    Trainer t(*model, ex, train, nullptr,
+              {.epochs = 1, .batch_size = 10, .shard_index = shard, .num_shards = 2}, progress,
+              clock);
+    ASSERT_TRUE(t.Run().ok());
+    EXPECT_EQ(ex.steps.size(), 5u) << "50 samples per shard, batch 10";
+  }
+}
+
+TEST(Trainer, RefusesDataThatDoesNotFitTheModel) {
+  data::Dataset train = Synthetic(40, 1);
+  train.labels[3] = 7;  // the model has 4 outputs
+  auto model = SmallModel();
+  RecordingExchange ex(0);
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, ex, train, nullptr, {.epochs = 1, .batch_size = 10}, progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("training labels span [0, 7] but the model has 4 outputs"));
+}
+
+TEST(ProgressReporter, LinesAreStableKeyValue) {
+  EXPECT_EQ(FormatProgress({.step = 5, .total_steps = 50, .epoch = 1, .total_epochs = 2,
+                            .loss = 0.5, .accuracy = 0.75, .lr = 0.1,
+                            .samples_per_second = 1234.4, .eta_seconds = 83}),
+            "progress step=5/50 epoch=1/2 loss=0.5000 acc=0.7500 lr=0.1 samples/s=1234 eta=1m23s");
+  EXPECT_EQ(FormatFinal({.test_accuracy = 0.8912, .test_loss = 0.31, .steps = 10, .epochs = 1,
+                         .seconds = 2.5, .samples_per_second = 100}),
+            "final test_accuracy=0.8912 test_loss=0.3100 steps=10 epochs=1 time=2.5s samples/s=100");
+  EXPECT_EQ(FormatDuration(3723), "1h02m03s");
+  EXPECT_EQ(FormatDuration(7), "7s");
+}
+
+}  // namespace
+}  // namespace kubetrain::train
