@@ -1,11 +1,11 @@
 // The `kubetrain` binary: wires options, clock and output, then runs a
 // subcommand. `kubetrain train` trains in this process.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "kubetrain/clock.h"
 #include "runtime/nn/model_spec.h"
+#include "runtime/tensor/device.h"
 #include "runtime/train/train_command.h"
 
 namespace {
@@ -22,8 +22,7 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--train-csv", o.train_csv,
                   "Train from a CSV file instead (label in the first column)");
   cmd->add_option("--test-csv", o.test_csv, "Test split as CSV (with --train-csv)");
-  cmd->add_option("--train-limit", o.train_limit,
-                  "Use only the first N training samples (0 = all)")
+  cmd->add_option("--train-limit", o.train_limit, "Use only the first N training samples (0 = all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--epochs", t.epochs, "Passes over this replica's training shard")
@@ -44,8 +43,7 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--lr-gamma", lr.gamma, "step schedule: decay factor")->capture_default_str();
   cmd->add_option("--lr-min", lr.min_lr, "cosine schedule: final learning rate")
       ->capture_default_str();
-  cmd->add_option("--warmup-steps", lr.warmup_steps, "Linear warm-up steps")
-      ->capture_default_str();
+  cmd->add_option("--warmup-steps", lr.warmup_steps, "Linear warm-up steps")->capture_default_str();
   cmd->add_option("--momentum", opt.momentum, "sgd momentum (0 = plain SGD)")
       ->capture_default_str();
   cmd->add_flag("--nesterov", opt.nesterov, "sgd: Nesterov momentum");
@@ -81,6 +79,7 @@ int main(int argc, char** argv) {
   AddTrainFlags(train, train_options);
 
   CLI::App* models = app.add_subcommand("models", "Print the built-in models as YAML");
+  CLI::App* devices = app.add_subcommand("devices", "List the devices this process can use");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -88,6 +87,16 @@ int main(int argc, char** argv) {
     for (const std::string& name : kubetrain::nn::BuiltinModelNames()) {
       std::cout << "# " << name << *kubetrain::nn::BuiltinModelSpec(name) << "\n";
     }
+    return 0;
+  }
+  if (devices->parsed()) {
+    std::string why;
+    for (const kubetrain::DeviceInfo& d : kubetrain::ListDevices(&why)) {
+      std::cout << d.Id() << " name=\"" << d.name << "\" cores=" << d.cores;
+      if (d.memory_bytes > 0) std::cout << " memory_mib=" << (d.memory_bytes >> 20);
+      std::cout << "\n";
+    }
+    if (!why.empty()) std::cout << "# no GPU: " << why << "\n";
     return 0;
   }
   kubetrain::RealClock clock;

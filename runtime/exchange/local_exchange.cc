@@ -7,8 +7,7 @@ namespace kubetrain::exchange {
 absl::StatusOr<int64_t> LocalExchange::Start(std::span<float> params) {
   if (params.size() != optimizer_->size()) {
     return absl::InvalidArgumentError(absl::StrCat("local exchange: model has ", params.size(),
-                                                   " parameters, optimizer ",
-                                                   optimizer_->size()));
+                                                   " parameters, optimizer ", optimizer_->size()));
   }
   return optimizer_->steps();
 }

@@ -16,9 +16,8 @@ absl::StatusOr<Shape> Conv2D::Build(const Shape& input_shape) {
                      " kernel=", opt_.kernel, " stride=", opt_.stride));
   }
   if (input_shape.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expects an image input [height, width, channels], got ",
-                     ShapeToString(input_shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expects an image input [height, width, channels], got ", ShapeToString(input_shape)));
   }
   in_h_ = input_shape[0];
   in_w_ = input_shape[1];
@@ -27,9 +26,8 @@ absl::StatusOr<Shape> Conv2D::Build(const Shape& input_shape) {
   const int64_t eff_h = in_h_ + 2 * pad_ - opt_.kernel;
   const int64_t eff_w = in_w_ + 2 * pad_ - opt_.kernel;
   if (eff_h < 0 || eff_w < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("kernel ", opt_.kernel,
-                                                   " is larger than the padded input ",
-                                                   ShapeToString(input_shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel ", opt_.kernel, " is larger than the padded input ", ShapeToString(input_shape)));
   }
   out_h_ = eff_h / opt_.stride + 1;
   out_w_ = eff_w / opt_.stride + 1;
@@ -131,8 +129,8 @@ void Conv2D::Backward(const TensorView& in, const TensorView& out, const TensorV
   if (grad_in != nullptr) {
     dcol_.EnsureSize(static_cast<size_t>(rows * patch_));
     // dcol{rows, patch} = dY{rows, F} * W{F, patch}
-    Gemm(Trans::kNo, Trans::kNo, rows, patch_, f, 1.0f, grad_out.data(), f, w_.data(), patch_,
-         0.0f, dcol_.data(), patch_);
+    Gemm(Trans::kNo, Trans::kNo, rows, patch_, f, 1.0f, grad_out.data(), f, w_.data(), patch_, 0.0f,
+         dcol_.data(), patch_);
     Col2Im(dcol_.data(), n, grad_in->data());
   }
 }

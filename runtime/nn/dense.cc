@@ -14,9 +14,9 @@ absl::StatusOr<Shape> Dense::Build(const Shape& input_shape) {
     return absl::InvalidArgumentError(absl::StrCat("units must be > 0, got ", units_));
   }
   if (input_shape.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expects a flat input, got ", ShapeToString(input_shape),
-                     " (add a flatten layer before it)"));
+    return absl::InvalidArgumentError(absl::StrCat("expects a flat input, got ",
+                                                   ShapeToString(input_shape),
+                                                   " (add a flatten layer before it)"));
   }
   inputs_ = input_shape[0];
   return Shape{units_};

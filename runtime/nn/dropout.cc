@@ -19,8 +19,7 @@ uint64_t SplitMix64(uint64_t x) {
 
 absl::StatusOr<Shape> Dropout::Build(const Shape& input_shape) {
   if (!(rate_ >= 0.0f && rate_ < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rate must be in [0, 1), got ", rate_));
+    return absl::InvalidArgumentError(absl::StrCat("rate must be in [0, 1), got ", rate_));
   }
   return input_shape;
 }

@@ -13,17 +13,15 @@ absl::StatusOr<Shape> MaxPool2D::Build(const Shape& input_shape) {
     return absl::InvalidArgumentError(absl::StrCat("size must be > 0, got ", size_));
   }
   if (input_shape.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expects an image input [height, width, channels], got ",
-                     ShapeToString(input_shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expects an image input [height, width, channels], got ", ShapeToString(input_shape)));
   }
   in_h_ = input_shape[0];
   in_w_ = input_shape[1];
   c_ = input_shape[2];
   if (in_h_ < size_ || in_w_ < size_) {
-    return absl::InvalidArgumentError(absl::StrCat("window ", size_,
-                                                   " is larger than the input ",
-                                                   ShapeToString(input_shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("window ", size_, " is larger than the input ", ShapeToString(input_shape)));
   }
   out_h_ = (in_h_ - size_) / stride_ + 1;
   out_w_ = (in_w_ - size_) / stride_ + 1;

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kubetrain/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kubetrain/check.h"
 
 namespace kubetrain::nn {
 
@@ -14,22 +14,20 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr
                                                      const Shape& input_shape) {
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (input_shape.empty() || NumElements(input_shape) <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model input shape must be non-empty and positive, got ",
-                     ShapeToString(input_shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model input shape must be non-empty and positive, got ", ShapeToString(input_shape)));
   }
   std::vector<Shape> shapes;
   shapes.push_back(input_shape);
   for (size_t i = 0; i < layers.size(); ++i) {
     absl::StatusOr<Shape> out = layers[i]->Build(shapes.back());
     if (!out.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
-                                                     "): ", out.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layers[", i, "] (", layers[i]->kind(), "): ", out.status().message()));
     }
     if (NumElements(*out) <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
-                                                     "): empty output shape ",
-                                                     ShapeToString(*out)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layers[", i, "] (", layers[i]->kind(), "): empty output shape ", ShapeToString(*out)));
     }
     shapes.push_back(*std::move(out));
   }
@@ -85,9 +83,9 @@ void Model::Backward(const TensorView& grad_logits) {
   TensorView grad_out = grad_logits;
   AlignedBuffer* next = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
-    const TensorView in =
-        i == 0 ? TensorView(input_.data(), WithBatch(batch_, input_shape_))
-               : TensorView(acts_[i - 1].data(), WithBatch(batch_, shapes_[i - 1]));
+    const TensorView in = i == 0
+                              ? TensorView(input_.data(), WithBatch(batch_, input_shape_))
+                              : TensorView(acts_[i - 1].data(), WithBatch(batch_, shapes_[i - 1]));
     const TensorView out(acts_[i].data(), WithBatch(batch_, shapes_[i]));
     if (i == 0) {
       layers_[i]->Backward(in, out, grad_out, nullptr);

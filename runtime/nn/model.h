@@ -61,9 +61,9 @@ class Model {
   std::vector<Shape> shapes_;  // output shape of each layer
   FlatParameters flat_;
   int64_t capacity_ = 0;
-  AlignedBuffer input_;               // copy of the last input batch
-  std::vector<AlignedBuffer> acts_;   // output of each layer
-  AlignedBuffer grad_a_, grad_b_;     // ping-pong activation gradients
+  AlignedBuffer input_;              // copy of the last input batch
+  std::vector<AlignedBuffer> acts_;  // output of each layer
+  AlignedBuffer grad_a_, grad_b_;    // ping-pong activation gradients
   int64_t batch_ = 0;
 };
 

@@ -161,8 +161,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const std::string& type, Fields
     return std::make_unique<Dropout>(static_cast<float>(*rate));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown layer type '", type,
-      "' (known: conv2d, dense, dropout, flatten, maxpool2d, relu)"));
+      "unknown layer type '", type, "' (known: conv2d, dense, dropout, flatten, maxpool2d, relu)"));
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Build(const YAML::Node& root,
@@ -183,9 +182,9 @@ absl::StatusOr<std::unique_ptr<Model>> Build(const YAML::Node& root,
       return absl::InvalidArgumentError("'input' must be a list of integers, e.g. [28, 28, 1]");
     }
     if (data_shape && NumElements(*input) != NumElements(*data_shape)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model input ", ShapeToString(*input), " does not match the data's sample shape ",
-          ShapeToString(*data_shape)));
+      return absl::InvalidArgumentError(absl::StrCat("model input ", ShapeToString(*input),
+                                                     " does not match the data's sample shape ",
+                                                     ShapeToString(*data_shape)));
     }
   } else if (data_shape) {
     input = data_shape;
@@ -212,7 +211,8 @@ absl::StatusOr<std::unique_ptr<Model>> Build(const YAML::Node& root,
     absl::StatusOr<std::unique_ptr<Layer>> layer = MakeLayer(type, fields);
     absl::Status s = layer.ok() ? fields.CheckNoUnknown() : layer.status();
     if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", type, "): ", s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layers[", i, "] (", type, "): ", s.message()));
     }
     layers.push_back(*std::move(layer));
   }
@@ -243,8 +243,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& tex
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": malformed YAML/JSON at line ",
-                                                   e.mark.line + 1, ", column ",
-                                                   e.mark.column + 1, ": ", e.msg));
+                                                   e.mark.line + 1, ", column ", e.mark.column + 1,
+                                                   ": ", e.msg));
   }
   absl::StatusOr<std::unique_ptr<Model>> model;
   try {
@@ -253,7 +253,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& tex
     model = absl::InvalidArgumentError(e.what());
   }
   if (!model.ok()) {
-    return absl::Status(model.status().code(), absl::StrCat(source, ": ", model.status().message()));
+    return absl::Status(model.status().code(),
+                        absl::StrCat(source, ": ", model.status().message()));
   }
   return model;
 }
@@ -264,8 +265,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& name_or_path
   if (builtin.ok()) return BuildModelFromSpec(*builtin, "builtin:" + name_or_path, data_shape);
   std::ifstream in(name_or_path);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("model '", name_or_path,
-                                            "' is neither a built-in (",
+    return absl::NotFoundError(absl::StrCat("model '", name_or_path, "' is neither a built-in (",
                                             absl::StrJoin(BuiltinModelNames(), ", "),
                                             ") nor a readable file"));
   }

@@ -23,14 +23,15 @@ absl::StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
     return LrSchedule(o);
   }
   if (o.kind == "cosine") {
-    if (o.total_steps <= 0) return absl::InvalidArgumentError("cosine schedule needs total steps > 0");
+    if (o.total_steps <= 0)
+      return absl::InvalidArgumentError("cosine schedule needs total steps > 0");
     if (!(o.min_lr >= 0.0f && o.min_lr <= o.base_lr)) {
       return absl::InvalidArgumentError("cosine min_lr must be in [0, base_lr]");
     }
     return LrSchedule(o);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown learning-rate schedule '", o.kind, "' (known: constant, step, cosine)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown learning-rate schedule '", o.kind,
+                                                 "' (known: constant, step, cosine)"));
 }
 
 float LrSchedule::At(int64_t step) const {

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "kubetrain/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kubetrain/check.h"
 
 namespace kubetrain::train {
 namespace {

@@ -16,13 +16,13 @@
 namespace kubetrain::train {
 
 struct OptimizerOptions {
-  std::string kind = "sgd";  // sgd | adam
-  float momentum = 0.9f;     // sgd; 0 disables the velocity buffer
-  bool nesterov = false;     // sgd
-  float weight_decay = 0.0f; // L2, added to the gradient
-  float beta1 = 0.9f;        // adam
-  float beta2 = 0.999f;      // adam
-  float epsilon = 1e-8f;     // adam
+  std::string kind = "sgd";   // sgd | adam
+  float momentum = 0.9f;      // sgd; 0 disables the velocity buffer
+  bool nesterov = false;      // sgd
+  float weight_decay = 0.0f;  // L2, added to the gradient
+  float beta1 = 0.9f;         // adam
+  float beta2 = 0.999f;       // adam
+  float epsilon = 1e-8f;      // adam
 };
 
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& o);

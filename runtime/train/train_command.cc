@@ -46,8 +46,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
 
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, &train, &test); !s.ok()) return s;
-  progress.Info(absl::StrCat("data train=", train.size(), " test=", test.size(), " shape=",
-                             ShapeToString(train.sample_shape)));
+  progress.Info(absl::StrCat("data train=", train.size(), " test=", test.size(),
+                             " shape=", ShapeToString(train.sample_shape)));
 
   absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
   if (!model.ok()) return model.status();
@@ -61,7 +61,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   // The schedule spans the whole run; cosine needs the step count.
   const int64_t shard_size =
       (train.size() + o.trainer.num_shards - 1 - o.trainer.shard_index) / o.trainer.num_shards;
-  const int64_t per_epoch = (shard_size + o.trainer.batch_size - 1) / std::max<int64_t>(o.trainer.batch_size, 1);
+  const int64_t per_epoch =
+      (shard_size + o.trainer.batch_size - 1) / std::max<int64_t>(o.trainer.batch_size, 1);
   LrScheduleOptions lr = o.lr;
   if (lr.total_steps == 0) lr.total_steps = per_epoch * o.trainer.epochs;
   absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
@@ -70,8 +71,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   exchange::LocalExchange exchange(*std::move(optimizer), *schedule);
   TrainerOptions to = o.trainer;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
-  Trainer trainer(**model, exchange, train, test.size() > 0 ? &test : nullptr, to, progress,
-                  clock);
+  Trainer trainer(**model, exchange, train, test.size() > 0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return result.status();
 

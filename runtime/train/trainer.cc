@@ -35,14 +35,14 @@ absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& mod
                                    const std::string& what) {
   if (ds.size() == 0) return absl::InvalidArgumentError(absl::StrCat(what, " data is empty"));
   if (ds.SampleSize() != NumElements(model.input_shape())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " samples have shape ", ShapeToString(ds.sample_shape), " but the model expects ",
-        ShapeToString(model.input_shape())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " samples have shape ", ShapeToString(ds.sample_shape),
+                     " but the model expects ", ShapeToString(model.input_shape())));
   }
   const Shape& out = model.output_shape();
   if (out.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("model output must be flat logits, got ",
-                                                   ShapeToString(out)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model output must be flat logits, got ", ShapeToString(out)));
   }
   const auto [lo, hi] = std::minmax_element(ds.labels.begin(), ds.labels.end());
   if (*lo < 0 || *hi >= out[0]) {
@@ -146,8 +146,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       e.total_epochs = opt_.epochs;
       e.step = step;
       e.train_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_batches, 1));
-      e.train_accuracy =
-          static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
+      e.train_accuracy = static_cast<double>(epoch_correct) /
+                         static_cast<double>(std::max<int64_t>(epoch_samples, 1));
       if (test_ != nullptr && opt_.eval_every_epoch && step < total_steps) {
         EvalResult ev = Evaluate(model_, *test_, opt_.eval_batch_size);
         e.test_loss = ev.loss;

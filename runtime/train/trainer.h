@@ -20,8 +20,8 @@ namespace kubetrain::train {
 struct TrainerOptions {
   int64_t epochs = 10;
   int64_t batch_size = 64;
-  uint64_t seed = 1;              // data order and parameter initialisation
-  int shard_index = 0;            // this replica's slice of the training data
+  uint64_t seed = 1;    // data order and parameter initialisation
+  int shard_index = 0;  // this replica's slice of the training data
   int num_shards = 1;
   int64_t log_every_steps = 100;  // progress line interval; 0 = per epoch only
   int64_t eval_batch_size = 1000;

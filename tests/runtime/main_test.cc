@@ -41,15 +41,16 @@ std::vector<uint8_t> Labels(int n) {
 }
 
 void WriteDataset(const TempDir& dir, int train, int test) {
-  WriteGz(dir.File("train-images-idx3-ubyte.gz"), IdxBytes({uint32_t(train), 28, 28}, Images(train)));
+  WriteGz(dir.File("train-images-idx3-ubyte.gz"),
+          IdxBytes({uint32_t(train), 28, 28}, Images(train)));
   WriteGz(dir.File("train-labels-idx1-ubyte.gz"), IdxBytes({uint32_t(train)}, Labels(train)));
   WriteGz(dir.File("t10k-images-idx3-ubyte.gz"), IdxBytes({uint32_t(test), 28, 28}, Images(test)));
   WriteGz(dir.File("t10k-labels-idx1-ubyte.gz"), IdxBytes({uint32_t(test)}, Labels(test)));
 }
 
 ProcessResult Train(std::vector<std::string> args) {
-  std::vector<std::string> argv = {KUBETRAIN_BIN, "train", "--epochs", "2", "--batch-size", "10",
-                                   "--log-every", "5"};
+  std::vector<std::string> argv = {KUBETRAIN_BIN,  "train", "--epochs",    "2",
+                                   "--batch-size", "10",    "--log-every", "5"};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, std::chrono::seconds(60));
 }
@@ -153,8 +154,8 @@ TEST(KubetrainTrain, HelpDocumentsEveryFlagWithItsDefault) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag :
        {"--model", "--data", "--epochs", "--batch-size", "--lr", "--optimizer", "--momentum",
-        "--weight-decay", "--lr-schedule", "--seed", "--shard-index", "--num-shards",
-        "--log-every", "--threads", "--train-csv"}) {
+        "--weight-decay", "--lr-schedule", "--seed", "--shard-index", "--num-shards", "--log-every",
+        "--threads", "--train-csv"}) {
     EXPECT_THAT(r.out, HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(r.out, HasSubstr("--model TEXT=mlp"));

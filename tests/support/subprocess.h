@@ -11,7 +11,7 @@
 namespace kubetrain::testing_util {
 
 struct ProcessResult {
-  int exit_code = -1;    // exit status, or 128 + signal when killed
+  int exit_code = -1;  // exit status, or 128 + signal when killed
   bool timed_out = false;
   std::string out;
   std::string err;

@@ -34,8 +34,8 @@ struct Voidify {
 
 }  // namespace kubetrain::internal
 
-#define KT_CHECK(condition)                  \
-  (condition) ? (void)0                      \
+#define KT_CHECK(condition)                        \
+  (condition) ? (void)0                            \
               : ::kubetrain::internal::Voidify() & \
                     ::kubetrain::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 

@@ -204,9 +204,11 @@ TEST(GradientCheck, SoftmaxCrossEntropy) {
   for (size_t i = 0; i < z.size(); ++i) {
     const float saved = z[i];
     z[i] = saved + 1e-3f;
-    const double lp = SoftmaxCrossEntropy(TensorView(z.data(), {n, k}), labels.data(), nullptr).loss;
+    const double lp =
+        SoftmaxCrossEntropy(TensorView(z.data(), {n, k}), labels.data(), nullptr).loss;
     z[i] = saved - 1e-3f;
-    const double lm = SoftmaxCrossEntropy(TensorView(z.data(), {n, k}), labels.data(), nullptr).loss;
+    const double lm =
+        SoftmaxCrossEntropy(TensorView(z.data(), {n, k}), labels.data(), nullptr).loss;
     z[i] = saved;
     EXPECT_NEAR(g[i], (lp - lm) / 2e-3, 2e-3) << "logit " << i;
   }

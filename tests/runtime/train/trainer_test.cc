@@ -29,8 +29,8 @@ data::Dataset Synthetic(int n, uint64_t seed) {
 }
 
 std::unique_ptr<nn::Model> SmallModel() {
-  return *nn::BuildModelFromSpec("layers: [{type: dense, units: 16}, relu, {type: dense, units: 4}]",
-                                 "test", Shape{8});
+  return *nn::BuildModelFromSpec(
+      "layers: [{type: dense, units: 16}, relu, {type: dense, units: 4}]", "test", Shape{8});
 }
 
 // Records each call; applies plain SGD so training still progresses.
@@ -140,13 +140,24 @@ TEST(Trainer, RefusesDataThatDoesNotFitTheModel) {
 }
 
 TEST(ProgressReporter, LinesAreStableKeyValue) {
-  EXPECT_EQ(FormatProgress({.step = 5, .total_steps = 50, .epoch = 1, .total_epochs = 2,
-                            .loss = 0.5, .accuracy = 0.75, .lr = 0.1,
-                            .samples_per_second = 1234.4, .eta_seconds = 83}),
+  EXPECT_EQ(FormatProgress({.step = 5,
+                            .total_steps = 50,
+                            .epoch = 1,
+                            .total_epochs = 2,
+                            .loss = 0.5,
+                            .accuracy = 0.75,
+                            .lr = 0.1,
+                            .samples_per_second = 1234.4,
+                            .eta_seconds = 83}),
             "progress step=5/50 epoch=1/2 loss=0.5000 acc=0.7500 lr=0.1 samples/s=1234 eta=1m23s");
-  EXPECT_EQ(FormatFinal({.test_accuracy = 0.8912, .test_loss = 0.31, .steps = 10, .epochs = 1,
-                         .seconds = 2.5, .samples_per_second = 100}),
-            "final test_accuracy=0.8912 test_loss=0.3100 steps=10 epochs=1 time=2.5s samples/s=100");
+  EXPECT_EQ(
+      FormatFinal({.test_accuracy = 0.8912,
+                   .test_loss = 0.31,
+                   .steps = 10,
+                   .epochs = 1,
+                   .seconds = 2.5,
+                   .samples_per_second = 100}),
+      "final test_accuracy=0.8912 test_loss=0.3100 steps=10 epochs=1 time=2.5s samples/s=100");
   EXPECT_EQ(FormatDuration(3723), "1h02m03s");
   EXPECT_EQ(FormatDuration(7), "7s");
 }

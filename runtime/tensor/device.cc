@@ -1,0 +1,67 @@
+#include "runtime/tensor/device.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/tensor/blas.h"
+
+#ifdef KUBETRAIN_WITH_CUDA
+#include "runtime/tensor/cuda/cuda_runtime.h"
+#endif
+
+namespace kubetrain {
+
+std::string DeviceInfo::Id() const {
+  return kind == DeviceKind::kCpu ? std::string("cpu") : absl::StrCat("cuda:", index);
+}
+
+bool BuiltWithCuda() {
+#ifdef KUBETRAIN_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::vector<DeviceInfo> ListDevices(std::string* why_no_gpu) {
+  std::vector<DeviceInfo> devices;
+#ifdef KUBETRAIN_WITH_CUDA
+  absl::StatusOr<std::vector<DeviceInfo>> gpus = cuda::ListCudaDevices();
+  if (gpus.ok()) {
+    devices = *std::move(gpus);
+  } else if (why_no_gpu != nullptr) {
+    *why_no_gpu = std::string(gpus.status().message());
+  }
+#else
+  if (why_no_gpu != nullptr) *why_no_gpu = "this kubetrain was built without CUDA";
+#endif
+  DeviceInfo cpu;
+  cpu.kind = DeviceKind::kCpu;
+  cpu.name = "cpu";
+  cpu.cores = AvailableCpus();
+  devices.push_back(cpu);
+  return devices;
+}
+
+absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request) {
+  std::string why;
+  std::vector<DeviceInfo> devices = ListDevices(&why);
+  if (request == "auto") return devices.front();
+  if (request == "cpu") return devices.back();
+  if (request == "cuda" || absl::StartsWith(request, "cuda:")) {
+    int index = 0;
+    if (request != "cuda" && !absl::SimpleAtoi(request.substr(5), &index)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad device '", request, "'"));
+    }
+    for (const DeviceInfo& d : devices) {
+      if (d.kind == DeviceKind::kCuda && d.index == index) return d;
+    }
+    return absl::UnavailableError(
+        absl::StrCat("device ", request, " is not available", why.empty() ? "" : ": ", why));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", request, "' (auto, cpu, cuda, cuda:N)"));
+}
+
+}  // namespace kubetrain

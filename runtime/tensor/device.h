@@ -1,0 +1,41 @@
+// Compute devices: what this process can train on, in preference order.
+// Candidates come from one ordered list (CUDA GPUs first when the build has
+// CUDA and a GPU is visible, then the CPU); the `#ifdef KUBETRAIN_WITH_CUDA`
+// lives only in device.cc. Functions are thread-safe.
+#ifndef KUBETRAIN_RUNTIME_TENSOR_DEVICE_H_
+#define KUBETRAIN_RUNTIME_TENSOR_DEVICE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kubetrain {
+
+enum class DeviceKind { kCpu, kCuda };
+
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  std::string name;          // "cpu" or the GPU's product name
+  int64_t memory_bytes = 0;  // GPU memory, or 0 for the CPU
+  int cores = 0;             // CPUs available, or multiprocessors of a GPU
+
+  std::string Id() const;  // "cpu", "cuda:0"
+};
+
+// Whether this binary was built with the CUDA backend.
+bool BuiltWithCuda();
+
+// Every usable device, best first. Always ends with the CPU. When the build
+// has CUDA but no GPU is usable, `why_no_gpu` (if non-null) says why.
+std::vector<DeviceInfo> ListDevices(std::string* why_no_gpu = nullptr);
+
+// Resolves "auto" (the first device), "cpu", "cuda" (the first GPU) or
+// "cuda:N". NotFound / Unavailable when it is not present.
+absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request);
+
+}  // namespace kubetrain
+
+#endif  // KUBETRAIN_RUNTIME_TENSOR_DEVICE_H_
