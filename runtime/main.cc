@@ -1,6 +1,7 @@
 // The `kubetrain` binary: wires options, clock and output, then runs a
 // subcommand. `kubetrain train` trains in this process.
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "kubetrain/clock.h"
@@ -65,6 +66,41 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "BLAS threads (0 = every available CPU)")
       ->capture_default_str();
+  // Distributed training: the role comes from TF_CONFIG.
+  cmd->add_option("--exchange-mode", o.exchange_mode,
+                  "Parameter-server mode: sync, async or ssp:<bound>")
+      ->capture_default_str();
+  cmd->add_option("--replicas-to-aggregate", o.replicas_to_aggregate,
+                  "sync: gradients averaged per update; fewer than the workers makes the rest "
+                  "backup workers (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--wire-dtype", o.wire_dtype,
+                  "Tensor encoding between workers and PS: fp32, fp16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "fp16"}));
+  cmd->add_option("--peer-timeout", o.peer_timeout_seconds,
+                  "Seconds a peer may be unreachable before this replica exits with code 129")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "PS: directory for shard checkpoints (resumed from on start)");
+  cmd->add_option("--checkpoint-every-steps", o.checkpoint_every_steps,
+                  "PS: checkpoint every N updates (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-every-secs", o.checkpoint_every_seconds,
+                  "PS: checkpoint every T seconds (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "PS: checkpoints kept per shard")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-interval-secs", o.eval_interval_seconds,
+                  "Evaluator: seconds between evaluations")
+      ->capture_default_str();
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
 }
 
 }  // namespace
@@ -100,11 +136,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   kubetrain::RealClock clock;
-  absl::StatusOr<kubetrain::train::TrainResult> result =
-      kubetrain::train::RunTraining(train_options, std::cout, clock);
-  if (!result.ok()) {
-    std::cerr << "kubetrain: error: " << result.status().message() << std::endl;
-    return 1;
-  }
-  return 0;
+  train_options.tf_config = Env("TF_CONFIG");
+  train_options.job_token = Env("KUBETRAIN_JOB_TOKEN");
+  return kubetrain::train::RunTrainCommand(train_options, std::cout, std::cerr, clock);
 }

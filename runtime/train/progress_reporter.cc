@@ -34,14 +34,18 @@ std::string FormatEpoch(const EpochLine& e) {
 }
 
 std::string FormatFinal(const FinalLine& f) {
-  return absl::StrFormat(
-      "final test_accuracy=%.4f test_loss=%.4f steps=%d epochs=%d time=%.1fs samples/s=%.0f",
-      f.test_accuracy, f.test_loss, f.steps, f.epochs, f.seconds, f.samples_per_second);
+  std::string s = "final";
+  if (f.test_accuracy) absl::StrAppendFormat(&s, " test_accuracy=%.4f", *f.test_accuracy);
+  if (f.test_loss) absl::StrAppendFormat(&s, " test_loss=%.4f", *f.test_loss);
+  absl::StrAppendFormat(&s, " steps=%d epochs=%d time=%.1fs samples/s=%.0f", f.steps, f.epochs,
+                        f.seconds, f.samples_per_second);
+  return s;
 }
 
 void ProgressReporter::Info(const std::string& message) { Write(absl::StrCat("info ", message)); }
 
 void ProgressReporter::Write(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
   out_ << prefix_ << line << '\n';
   out_.flush();
 }

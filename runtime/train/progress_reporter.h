@@ -3,11 +3,12 @@
 //   progress step=469/4690 epoch=1/10 loss=0.5123 acc=0.8125 lr=0.1 samples/s=23841 eta=1m23s
 //   epoch epoch=1/10 step=469 train_loss=... train_acc=... test_loss=... test_acc=... time=3.2s
 //   final test_accuracy=0.8912 test_loss=0.3100 steps=4690 epochs=10 time=45.1s samples/s=...
-// Thread-compatible: one writer.
+// Thread-safe: lines from several threads never interleave.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_PROGRESS_REPORTER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_PROGRESS_REPORTER_H_
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -38,8 +39,8 @@ struct EpochLine {
 };
 
 struct FinalLine {
-  double test_accuracy = 0;
-  double test_loss = 0;
+  std::optional<double> test_accuracy;  // absent on replicas without a test split
+  std::optional<double> test_loss;
   int64_t steps = 0;
   int64_t epochs = 0;
   double seconds = 0;
@@ -66,6 +67,7 @@ class ProgressReporter {
 
  private:
   void Write(const std::string& line);
+  std::mutex mu_;
   std::ostream& out_;
   std::string prefix_;
 };

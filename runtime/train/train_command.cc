@@ -1,40 +1,269 @@
 #include "runtime/train/train_command.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kubetrain/exit_codes.h"
+#include "operator/api/cluster_spec.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/local_exchange.h"
+#include "runtime/exchange/ps/ps_client.h"
+#include "runtime/exchange/ps/ps_exchange.h"
+#include "runtime/exchange/ps/ps_server.h"
+#include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/blas.h"
 
 namespace kubetrain::train {
 namespace {
 
-absl::Status LoadData(const TrainCommandOptions& o, data::Dataset* train, data::Dataset* test) {
+absl::Status LoadData(const TrainCommandOptions& o, bool want_train, bool want_test,
+                      data::Dataset* train, data::Dataset* test) {
   if (!o.train_csv.empty()) {
     data::CsvOptions csv;
-    absl::StatusOr<data::Dataset> tr = data::LoadCsv(o.train_csv, csv);
-    if (!tr.ok()) return tr.status();
-    *train = *std::move(tr);
-    if (!o.test_csv.empty()) {
+    if (want_train) {
+      absl::StatusOr<data::Dataset> tr = data::LoadCsv(o.train_csv, csv);
+      if (!tr.ok()) return tr.status();
+      *train = *std::move(tr);
+    }
+    if (want_test && !o.test_csv.empty()) {
       absl::StatusOr<data::Dataset> te = data::LoadCsv(o.test_csv, csv);
       if (!te.ok()) return te.status();
       *test = *std::move(te);
     }
   } else {
-    absl::StatusOr<data::Dataset> tr = data::LoadMnistStyle(o.data_dir, data::Split::kTrain);
-    if (!tr.ok()) return tr.status();
-    absl::StatusOr<data::Dataset> te = data::LoadMnistStyle(o.data_dir, data::Split::kTest);
-    if (!te.ok()) return te.status();
-    *train = *std::move(tr);
-    *test = *std::move(te);
+    if (want_train) {
+      absl::StatusOr<data::Dataset> tr = data::LoadMnistStyle(o.data_dir, data::Split::kTrain);
+      if (!tr.ok()) return tr.status();
+      *train = *std::move(tr);
+    }
+    if (want_test) {
+      absl::StatusOr<data::Dataset> te = data::LoadMnistStyle(o.data_dir, data::Split::kTest);
+      if (!te.ok()) return te.status();
+      *test = *std::move(te);
+    }
   }
   if (o.train_limit > 0 && o.train_limit < train->size()) {
     train->labels.resize(static_cast<size_t>(o.train_limit));
     train->features.resize(static_cast<size_t>(o.train_limit * train->SampleSize()));
   }
   return absl::OkStatus();
+}
+
+// Batches per epoch of shard `index` of `shards` (every shards-th sample).
+int64_t BatchesPerEpoch(int64_t n, int index, int shards, int64_t batch) {
+  const int64_t shard_size = (n + shards - 1 - index) / shards;
+  return (shard_size + batch - 1) / std::max<int64_t>(batch, 1);
+}
+
+int ExitCodeFor(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsAborted(s) ? kExitPeerLost : kExitPermanent;
+}
+
+FinalLine MakeFinal(const TrainResult& r, int64_t epochs, bool has_test) {
+  FinalLine f;
+  if (has_test) {
+    f.test_accuracy = r.test.accuracy;
+    f.test_loss = r.test.loss;
+  }
+  f.steps = r.steps;
+  f.epochs = epochs;
+  f.seconds = r.seconds;
+  f.samples_per_second = r.samples_per_second;
+  return f;
+}
+
+// The training replica's cluster view, from TF_CONFIG.
+struct Role {
+  api::TfConfig tf;
+  std::vector<std::string> ps, chief, workers;
+  int num_workers = 0;
+  int worker_id = 0;  // chief 0, then workers
+  std::string name;
+};
+
+absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
+  absl::StatusOr<api::TfConfig> tf = api::ParseTfConfig(tf_config);
+  if (!tf.ok())
+    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", tf.status().message()));
+  Role r;
+  r.tf = *tf;
+  auto hosts = [&](const char* type) {
+    auto it = r.tf.cluster.hosts.find(type);
+    return it == r.tf.cluster.hosts.end() ? std::vector<std::string>{} : it->second;
+  };
+  r.ps = hosts("ps");
+  r.chief = hosts("chief");
+  r.workers = hosts("worker");
+  r.num_workers = static_cast<int>(r.chief.size() + r.workers.size());
+  r.name = absl::StrCat(r.tf.task_type, "-", r.tf.task_index);
+  const std::vector<std::string> mine = hosts(r.tf.task_type.c_str());
+  if (r.tf.task_type != "evaluator" &&
+      (r.tf.task_index < 0 || r.tf.task_index >= static_cast<int>(mine.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: task ", r.name, " is not in the cluster spec"));
+  }
+  r.worker_id = r.tf.task_type == "chief" ? r.tf.task_index
+                                          : static_cast<int>(r.chief.size()) + r.tf.task_index;
+  return r;
+}
+
+int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
+          std::ostream& out, std::ostream& err, const Clock& clock) {
+  const std::string& address = role.ps[static_cast<size_t>(role.tf.task_index)];
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    err << "kubetrain: error: TF_CONFIG: ps address '" << address << "' has no port" << std::endl;
+    return kExitPermanent;
+  }
+  if (role.num_workers == 0) {
+    err << "kubetrain: error: TF_CONFIG: a ps needs workers in the cluster spec" << std::endl;
+    return kExitPermanent;
+  }
+  if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) {
+    err << "kubetrain: error: " << s.message() << std::endl;
+    return kExitPermanent;
+  }
+  ps::PsServerOptions so;
+  so.listen_address = absl::StrCat("0.0.0.0:", address.substr(colon + 1));
+  so.shard.shard_index = role.tf.task_index;
+  so.shard.num_shards = static_cast<int>(role.ps.size());
+  so.shard.num_workers = role.num_workers;
+  so.shard.mode = mode;
+  so.shard.replicas_to_aggregate = o.replicas_to_aggregate;
+  so.shard.optimizer = o.optimizer;
+  so.shard.lr = o.lr;
+  so.shard.checkpoint_dir = o.checkpoint_dir;
+  so.shard.checkpoint_every_steps = o.checkpoint_every_steps;
+  so.shard.checkpoint_every_seconds = o.checkpoint_every_seconds;
+  so.shard.keep_checkpoints = o.keep_checkpoints;
+  so.token = o.job_token;
+  so.peer_timeout_seconds = o.peer_timeout_seconds;
+  ProgressReporter log(out);
+  return ps::RunParameterServer(so, clock, [&log](const std::string& m) { log.Info(m); });
+}
+
+int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
+              v1::WireDType dtype, std::ostream& out, std::ostream& err, const Clock& clock) {
+  auto fail = [&](const absl::Status& s) {
+    err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
+    return ExitCodeFor(s);
+  };
+  if (role.ps.empty()) {
+    return fail(absl::UnimplementedError(
+        "this job has no PS replicas: worker-only jobs exchange by allreduce, which this "
+        "build does not include yet"));
+  }
+  ProgressReporter progress(out);
+  const bool initializer = role.worker_id == 0;
+  data::Dataset train, test;
+  if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
+    err << "kubetrain: error: " << s.message() << std::endl;
+    return kExitPermanent;
+  }
+  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
+  if (!model.ok()) return fail(model.status());
+  const int64_t per_epoch =
+      BatchesPerEpoch(train.size(), role.worker_id, role.num_workers, o.trainer.batch_size);
+  ps::PsExchangeOptions eo;
+  eo.ps_addresses = role.ps;
+  eo.worker = role.worker_id;
+  eo.worker_name = role.name;
+  eo.initializer = initializer;
+  eo.mode = mode;
+  eo.wire_dtype = dtype;
+  eo.token = o.job_token;
+  eo.peer_timeout_seconds = o.peer_timeout_seconds;
+  eo.total_steps =
+      per_epoch * o.trainer.epochs * (mode.kind == ps::ExchangeMode::kSync ? 1 : role.num_workers);
+  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
+                             " shard=", role.worker_id, "/", role.num_workers, " train=",
+                             train.size(), " ps=", role.ps.size(), " mode=", mode.ToString()));
+  ps::PsExchange exchange(eo, clock, [&progress](const std::string& m) { progress.Info(m); });
+  LrScheduleOptions lr = o.lr;
+  lr.total_steps = std::max<int64_t>(eo.total_steps, 1);
+  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
+  if (!schedule.ok()) return fail(schedule.status());
+  TrainerOptions to = o.trainer;
+  to.shard_index = role.worker_id;
+  to.num_shards = role.num_workers;
+  to.lr_for_step = [&](int64_t) { return schedule->At(exchange.global_step()); };
+  Trainer trainer(**model, exchange, train, initializer ? &test : nullptr, to, progress, clock);
+  absl::StatusOr<TrainResult> result = trainer.Run();
+  if (!result.ok()) return fail(result.status());
+  progress.Final(MakeFinal(*result, o.trainer.epochs, initializer));
+  return kExitSuccess;
+}
+
+// Evaluates the parameter servers' current parameters every interval until
+// the workers finish.
+int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& out,
+                 std::ostream& err, const Clock& clock) {
+  ProgressReporter progress(out);
+  data::Dataset train, test;
+  if (absl::Status s = LoadData(o, false, true, &train, &test); !s.ok()) {
+    err << "kubetrain: error: " << s.message() << std::endl;
+    return kExitPermanent;
+  }
+  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, test.sample_shape);
+  if (!model.ok()) {
+    err << "kubetrain: error: " << model.status().message() << std::endl;
+    return kExitPermanent;
+  }
+  if (role.ps.empty()) {
+    err << "kubetrain: error: the evaluator needs PS replicas to read parameters from" << std::endl;
+    return kExitPermanent;
+  }
+  std::vector<std::unique_ptr<ps::PsShardClient>> clients;
+  for (size_t i = 0; i < role.ps.size(); ++i) {
+    clients.push_back(
+        std::make_unique<ps::PsShardClient>(absl::StrCat("ps-", i), role.ps[i], o.job_token));
+  }
+  const int64_t n = (*model)->num_params();
+  std::span<float> params = (*model)->params();
+  int64_t last_step = -1;
+  double last_ok = clock.NowSeconds();
+  while (true) {
+    int64_t step = INT64_MAX;
+    bool finished = true;
+    absl::Status error;
+    for (size_t i = 0; i < clients.size() && error.ok(); ++i) {
+      const ps::Range r = ps::ShardRange(n, static_cast<int>(clients.size()), static_cast<int>(i));
+      v1::PullRequest req;
+      req.set_worker(ps::kObserver);
+      absl::StatusOr<ps::PullReply> reply = clients[i]->Pull(
+          req, params.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.length)),
+          r.offset);
+      if (!reply.ok()) {
+        error = reply.status();
+        break;
+      }
+      step = std::min(step, reply->global_step);
+      finished = finished && reply->finished;
+    }
+    if (error.ok()) {
+      last_ok = clock.NowSeconds();
+      if (step != last_step) {
+        EvalResult ev = Evaluate(**model, test, o.trainer.eval_batch_size);
+        progress.Info(
+            absl::StrCat("eval step=", step, " test_loss=", ev.loss, " test_acc=", ev.accuracy));
+        last_step = step;
+      }
+      if (finished) {
+        progress.Info("training finished; evaluator done");
+        return kExitSuccess;
+      }
+    } else if (clock.NowSeconds() - last_ok > o.peer_timeout_seconds) {
+      err << "kubetrain: error: " << role.name << ": lost the parameter servers for more than "
+          << o.peer_timeout_seconds << "s: " << error.message() << std::endl;
+      return kExitPeerLost;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        static_cast<int64_t>(std::max(0.1, o.eval_interval_seconds) * 1000)));
+  }
 }
 
 }  // namespace
@@ -45,7 +274,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   ProgressReporter progress(out);
 
   data::Dataset train, test;
-  if (absl::Status s = LoadData(o, &train, &test); !s.ok()) return s;
+  if (absl::Status s = LoadData(o, true, true, &train, &test); !s.ok()) return s;
   progress.Info(absl::StrCat("data train=", train.size(), " test=", test.size(),
                              " shape=", ShapeToString(train.sample_shape)));
 
@@ -59,12 +288,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   if (!optimizer.ok()) return optimizer.status();
 
   // The schedule spans the whole run; cosine needs the step count.
-  const int64_t shard_size =
-      (train.size() + o.trainer.num_shards - 1 - o.trainer.shard_index) / o.trainer.num_shards;
-  const int64_t per_epoch =
-      (shard_size + o.trainer.batch_size - 1) / std::max<int64_t>(o.trainer.batch_size, 1);
   LrScheduleOptions lr = o.lr;
-  if (lr.total_steps == 0) lr.total_steps = per_epoch * o.trainer.epochs;
+  if (lr.total_steps == 0) {
+    lr.total_steps = BatchesPerEpoch(train.size(), o.trainer.shard_index, o.trainer.num_shards,
+                                     o.trainer.batch_size) *
+                     o.trainer.epochs;
+  }
   absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();
 
@@ -74,16 +303,38 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   Trainer trainer(**model, exchange, train, test.size() > 0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return result.status();
-
-  FinalLine f;
-  f.test_accuracy = result->test.accuracy;
-  f.test_loss = result->test.loss;
-  f.steps = result->steps;
-  f.epochs = o.trainer.epochs;
-  f.seconds = result->seconds;
-  f.samples_per_second = result->samples_per_second;
-  progress.Final(f);
+  progress.Final(MakeFinal(*result, o.trainer.epochs, test.size() > 0));
   return result;
+}
+
+int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostream& err,
+                    const Clock& clock) {
+  SetBlasThreads(o.threads);
+  if (o.tf_config.empty()) {
+    absl::StatusOr<TrainResult> r = RunTraining(o, out, clock);
+    if (!r.ok()) {
+      err << "kubetrain: error: " << r.status().message() << std::endl;
+      return ExitCodeFor(r.status());
+    }
+    return kExitSuccess;
+  }
+  absl::StatusOr<Role> role = ParseRole(o.tf_config);
+  absl::StatusOr<ps::ExchangeMode> mode = ps::ExchangeMode::Parse(o.exchange_mode);
+  absl::StatusOr<v1::WireDType> dtype = ps::ParseWireDType(o.wire_dtype);
+  for (const absl::Status& s : {role.status(), mode.status(), dtype.status()}) {
+    if (!s.ok()) {
+      err << "kubetrain: error: " << s.message() << std::endl;
+      return kExitPermanent;
+    }
+  }
+  const std::string& type = role->tf.task_type;
+  if (type == "ps") return RunPs(o, *role, *mode, out, err, clock);
+  if (type == "worker" || type == "chief")
+    return RunWorker(o, *role, *mode, *dtype, out, err, clock);
+  if (type == "evaluator") return RunEvaluator(o, *role, out, err, clock);
+  err << "kubetrain: error: TF_CONFIG: unknown task type '" << type
+      << "' (ps, worker, chief, evaluator)" << std::endl;
+  return kExitPermanent;
 }
 
 }  // namespace kubetrain::train

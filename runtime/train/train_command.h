@@ -1,7 +1,8 @@
-// RunTrainCommand: `kubetrain train` in one process: load data and model,
-// train, evaluate, print the final line. Returns the process exit code
-// (0 success, 1 permanent failure such as bad data or a bad model file) and
-// writes errors as one line to `err`.
+// `kubetrain train`: the entry point of every replica. Without TF_CONFIG it
+// trains in this process. With TF_CONFIG it takes the role the cluster spec
+// gives it: `ps` serves a parameter-server shard, `worker`/`chief` train
+// through the parameter servers, `evaluator` evaluates the shared parameters
+// as they change.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_TRAIN_COMMAND_H_
 #define KUBETRAIN_RUNTIME_TRAIN_TRAIN_COMMAND_H_
 
@@ -13,6 +14,12 @@
 
 namespace kubetrain::train {
 
+// Runs the replica and returns the process exit code (kubetrain/exit_codes.h).
+// Errors are written to `err` as one line.
+int RunTrainCommand(const TrainCommandOptions& options, std::ostream& out, std::ostream& err,
+                    const Clock& clock);
+
+// Single-process training (no TF_CONFIG), for tests and tools.
 absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& options, std::ostream& out,
                                         const Clock& clock);
 

@@ -19,6 +19,18 @@ struct TrainCommandOptions {
   std::string test_csv;
   int64_t train_limit = 0;  // use only the first N training samples (0 = all)
   int threads = 0;          // BLAS threads; 0 = every available CPU
+  // Distributed training (ignored without TF_CONFIG).
+  std::string tf_config;               // the TF_CONFIG environment variable
+  std::string job_token;               // KUBETRAIN_JOB_TOKEN
+  std::string exchange_mode = "sync";  // sync | async | ssp:<s>
+  int replicas_to_aggregate = 0;       // sync backup workers: 0 = every worker
+  std::string wire_dtype = "fp32";     // fp32 | fp16
+  double peer_timeout_seconds = 120;
+  std::string checkpoint_dir;  // PS: where shards checkpoint
+  int64_t checkpoint_every_steps = 500;
+  double checkpoint_every_seconds = 60;
+  int keep_checkpoints = 3;
+  double eval_interval_seconds = 10;  // evaluator: seconds between evaluations
   TrainerOptions trainer;
   OptimizerOptions optimizer;
   LrScheduleOptions lr;

@@ -110,7 +110,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     model_.Backward(grad);
     absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
     if (!next.ok()) return next.status();
-    step = *next;
+    if (*next != step + 1) {
+      // The exchange moved this replica (a parameter server resumed from a
+      // checkpoint, or sync training moved on without it): follow it.
+      progress_.Info(absl::StrCat("continuing at step ", *next, " (was ", step + 1, ")"));
+      sampler->SetPosition(std::min(*next, total_steps) / per_epoch,
+                           std::min(*next, total_steps) % per_epoch);
+    }
+    step = std::min(*next, total_steps);
 
     window_loss += lr.loss;
     epoch_loss += lr.loss;

@@ -1,0 +1,53 @@
+// Parameter-server shard checkpoints: the shard's parameter range, its
+// optimizer state and its clocks, in one file per checkpoint:
+//   "KTCKPT01" | u32 header length | CheckpointHeader (proto) |
+//   params floats | each optimizer state's floats | u32 crc32 of all before
+// Files are <dir>/shard-<i>-of-<n>/ckpt-<global step, 12 digits>.ktc, written
+// to a temporary name, fsynced and renamed, so a crash never leaves a
+// half-written checkpoint under a real name. Functions are thread-safe for
+// distinct directories.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/v1/parameter_server.pb.h"
+
+namespace kubetrain::ps {
+
+struct CheckpointView {
+  v1::CheckpointHeader header;
+  std::span<const float> params;
+  std::vector<std::span<const float>> states;  // in header.state_names order
+};
+
+struct CheckpointData {
+  v1::CheckpointHeader header;
+  std::vector<float> params;
+  std::vector<std::vector<float>> states;
+  std::string path;
+};
+
+std::string ShardCheckpointDir(const std::string& dir, int shard_index, int num_shards);
+
+// Writes a checkpoint and keeps only the newest `keep` of this shard.
+// Returns the file's path.
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointView& ckpt,
+                                            int keep);
+
+// Reads and verifies one checkpoint file (magic, sizes, checksum).
+absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
+
+// The newest checkpoint of the shard that verifies; corrupt or truncated
+// ones are reported through `warn` and skipped. NotFound when none is valid.
+absl::StatusOr<CheckpointData> LoadLatestCheckpoint(
+    const std::string& dir, int shard_index, int num_shards,
+    const std::function<void(const std::string&)>& warn);
+
+}  // namespace kubetrain::ps
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_

@@ -1,0 +1,215 @@
+#include "runtime/exchange/ps/ps_exchange.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kubetrain::ps {
+namespace {
+
+bool Retryable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) ||
+         absl::IsUnknown(s) || absl::IsInternal(s);
+}
+
+// Sleeps between attempts: 100 ms doubling to 2 s.
+class Backoff {
+ public:
+  void Wait() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    delay_ms_ = std::min(delay_ms_ * 2, 2000);
+  }
+
+ private:
+  int delay_ms_ = 100;
+};
+
+}  // namespace
+
+PsExchange::PsExchange(PsExchangeOptions options, const Clock& clock, Logger log)
+    : opt_(std::move(options)), clock_(clock), log_(std::move(log)) {
+  for (size_t i = 0; i < opt_.ps_addresses.size(); ++i) {
+    Shard s;
+    s.client =
+        std::make_unique<PsShardClient>(absl::StrCat("ps-", i), opt_.ps_addresses[i], opt_.token);
+    shards_.push_back(std::move(s));
+  }
+}
+
+PsExchange::~PsExchange() = default;
+
+absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_t clock) {
+  v1::RegisterRequest req;
+  req.set_worker(opt_.worker);
+  req.set_num_params(static_cast<uint64_t>(num_params_));
+  req.set_worker_name(opt_.worker_name);
+  absl::StatusOr<v1::RegisterResponse> r = s.client->Register(req, std::chrono::seconds(5));
+  if (!r.ok()) return r.status();
+  if (r->mode() != opt_.mode.ToString()) {
+    return absl::FailedPreconditionError(absl::StrCat(s.client->name(), " runs mode ", r->mode(),
+                                                      " but this worker runs ",
+                                                      opt_.mode.ToString()));
+  }
+  const Range want = ShardRange(num_params_, static_cast<int>(shards_.size()), r->shard_index());
+  if (r->num_shards() != static_cast<int>(shards_.size()) ||
+      static_cast<int64_t>(r->range().offset()) != want.offset ||
+      static_cast<int64_t>(r->range().length()) != want.length) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(s.client->name(), " is shard ", r->shard_index(), " of ", r->num_shards(),
+                     " but this worker knows ", shards_.size(), " parameter servers"));
+  }
+  s.range = want;
+  s.global_step = r->global_step();
+  s.resume_clock = r->worker_clock();
+  if (!r->initialized() && opt_.initializer) {
+    v1::PushHeader h;
+    h.set_worker(opt_.worker);
+    h.set_step(clock);
+    h.set_incarnation(r->incarnation());
+    h.set_total_steps(opt_.total_steps);
+    absl::StatusOr<v1::PushResponse> init = s.client->Send(
+        /*initialize=*/true, h,
+        params.subspan(static_cast<size_t>(want.offset), static_cast<size_t>(want.length)),
+        want.offset, opt_.wire_dtype);
+    if (!init.ok()) return init.status();
+    s.resume_clock = clock;
+    log_(absl::StrCat("initialised ", s.client->name(), " (", want.length, " parameters at step ",
+                      clock, ")"));
+  }
+  s.incarnation = r->incarnation();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span<const float> grads,
+                                              std::span<float> params, bool push) {
+  double lost_since = -1;
+  Backoff backoff;
+  int64_t resume = clock;  // the clock this step is for
+  bool skip_push = !push;
+  while (true) {
+    absl::Status st;
+    if (s.incarnation == 0) {
+      const uint64_t before = s.incarnation;
+      st = RegisterShard(s, params, clock);
+      if (st.ok() && push && s.resume_clock != clock) {
+        // The shard moved (restarted from a checkpoint): continue from its
+        // clock instead of pushing a gradient for a step it does not expect.
+        log_(absl::StrCat(s.client->name(), " is back at step ", s.resume_clock,
+                          "; resuming there (was at ", clock, ")"));
+        resume = s.resume_clock;
+        skip_push = true;
+      }
+      (void)before;
+    }
+    if (st.ok() && !skip_push) {
+      v1::PushHeader h;
+      h.set_worker(opt_.worker);
+      h.set_step(clock);
+      h.set_incarnation(s.incarnation);
+      absl::StatusOr<v1::PushResponse> r = s.client->Send(
+          /*initialize=*/false, h,
+          grads.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
+          s.range.offset, opt_.wire_dtype);
+      st = r.status();
+      if (r.ok()) {
+        skip_push = true;
+        resume = clock + 1;
+        s.global_step = r->global_step();
+      }
+    }
+    if (st.ok()) {
+      v1::PullRequest req;
+      req.set_worker(opt_.worker);
+      req.set_incarnation(s.incarnation);
+      req.set_dtype(opt_.wire_dtype);
+      req.set_min_step(opt_.mode.kind == ExchangeMode::kSync ? resume : 0);
+      req.set_clock(resume);
+      absl::StatusOr<PullReply> r = s.client->Pull(
+          req,
+          params.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
+          s.range.offset);
+      st = r.status();
+      if (r.ok()) {
+        if (lost_since >= 0) log_(absl::StrCat("reconnected to ", s.client->name()));
+        s.global_step = r->global_step;
+        // Sync: the barrier released at the shard's global step.
+        return opt_.mode.kind == ExchangeMode::kSync ? std::max(resume, r->global_step) : resume;
+      }
+    }
+    if (absl::IsFailedPrecondition(st) && absl::StrContains(st.message(), "re-register")) {
+      log_(absl::StrCat(s.client->name(), ": ", st.message()));
+      s.incarnation = 0;
+      continue;
+    }
+    if (absl::IsFailedPrecondition(st) && absl::StrContains(st.message(), "not initialised")) {
+      s.incarnation = 0;  // the shard lost its parameters; register to re-initialise
+    } else if (!Retryable(st)) {
+      return absl::Status(st.code(), absl::StrCat(s.client->name(), " (", s.client->address(),
+                                                  "): ", st.message()));
+    }
+    const double now = clock_.NowSeconds();
+    if (lost_since < 0) {
+      lost_since = now;
+      log_(absl::StrCat("lost ", s.client->name(), " (", s.client->address(), "): ", st.message(),
+                        "; reconnecting"));
+    }
+    if (now - lost_since > opt_.peer_timeout_seconds) {
+      return absl::UnavailableError(absl::StrCat("lost parameter server ", s.client->name(), " (",
+                                                 s.client->address(), ") for more than ",
+                                                 opt_.peer_timeout_seconds, "s: ", st.message()));
+    }
+    backoff.Wait();
+    s.incarnation = 0;  // re-register after reconnecting: it may have restarted
+  }
+}
+
+absl::StatusOr<int64_t> PsExchange::ForAllShards(
+    const std::function<absl::StatusOr<int64_t>(Shard&)>& fn) {
+  std::vector<absl::StatusOr<int64_t>> results(shards_.size(), int64_t{0});
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(shards_[i]); });
+  }
+  if (!shards_.empty()) results[0] = fn(shards_[0]);
+  for (std::thread& t : threads) t.join();
+  int64_t next = INT64_MAX;
+  for (const auto& r : results) {
+    if (!r.ok()) return r.status();
+    next = std::min(next, *r);
+  }
+  for (const Shard& s : shards_) global_step_ = std::max(global_step_, s.global_step);
+  return next == INT64_MAX ? 0 : next;
+}
+
+absl::StatusOr<int64_t> PsExchange::Start(std::span<float> params) {
+  if (shards_.empty()) return absl::InvalidArgumentError("no parameter servers given");
+  num_params_ = static_cast<int64_t>(params.size());
+  return ForAllShards([&](Shard& s) -> absl::StatusOr<int64_t> {
+    // Register, initialise if needed, then fetch the current parameters.
+    return ShardStep(s, 0, {}, params, /*push=*/false);
+  });
+}
+
+absl::StatusOr<int64_t> PsExchange::Step(int64_t step, std::span<const float> grads,
+                                         std::span<float> params) {
+  if (grads.size() != params.size() || static_cast<int64_t>(params.size()) != num_params_) {
+    return absl::InvalidArgumentError("gradient and parameter sizes differ from the model's");
+  }
+  return ForAllShards([&](Shard& s) { return ShardStep(s, step, grads, params, /*push=*/true); });
+}
+
+absl::Status PsExchange::Finish() {
+  for (Shard& s : shards_) {
+    absl::StatusOr<v1::DoneResponse> r = s.client->Done(opt_.worker, std::chrono::seconds(10));
+    if (!r.ok()) {
+      log_(absl::StrCat("could not tell ", s.client->name(),
+                        " this worker finished: ", r.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kubetrain::ps

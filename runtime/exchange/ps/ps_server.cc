@@ -1,0 +1,90 @@
+#include "runtime/exchange/ps/ps_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kubetrain/exit_codes.h"
+#include "runtime/exchange/ps/ps_service.h"
+
+namespace kubetrain::ps {
+
+int RunParameterServer(const PsServerOptions& options, const Clock& clock,
+                       const std::function<void(const std::string&)>& log) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  PsShardOptions shard_options = options.shard;
+  if (shard_options.incarnation == 0) {
+    shard_options.incarnation =
+        std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  }
+  PsShard shard(shard_options, clock, log);
+  absl::StatusOr<int64_t> restored = shard.RestoreFromCheckpoint();
+  if (!restored.ok()) {
+    log(absl::StrCat("error: cannot restore: ", restored.status().message()));
+    return kExitPermanent;
+  }
+  PsService service(shard, options.token);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    log(absl::StrCat("error: cannot listen on ", options.listen_address));
+    return kExitPermanent;
+  }
+  log(absl::StrCat("parameter server shard ", shard_options.shard_index, "/",
+                   shard_options.num_shards, " listening on port ", port,
+                   " mode=", shard_options.mode.ToString(), " workers=", shard_options.num_workers,
+                   *restored >= 0 ? absl::StrCat(" resumed at step ", *restored) : " fresh"));
+  if (options.on_listening) options.on_listening(port);
+
+  int exit_code = kExitSuccess;
+  const timespec poll = {0, 200 * 1000 * 1000};
+  while (true) {
+    const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (sig > 0) {
+      log(absl::StrCat("received signal ", sig, "; checkpointing and stopping"));
+      exit_code = ExitForSignal(sig);
+      break;
+    }
+    if (shard.finished()) {
+      log("every worker finished; final checkpoint and exit");
+      break;
+    }
+    std::vector<std::string> silent = shard.SilentWorkers(options.peer_timeout_seconds);
+    if (!silent.empty()) {
+      const std::string msg =
+          absl::StrCat("peer lost: ", absl::StrJoin(silent, ", "), " silent for more than ",
+                       options.peer_timeout_seconds, "s");
+      log(absl::StrCat("error: ", msg));
+      shard.Abort(absl::AbortedError(msg));
+      exit_code = kExitPeerLost;
+      break;
+    }
+  }
+  if (!shard_options.checkpoint_dir.empty()) {
+    absl::StatusOr<std::string> path = shard.WriteCheckpointNow();
+    if (!path.ok()) log(absl::StrCat("final checkpoint skipped: ", path.status().message()));
+  }
+  shard.Abort(absl::UnavailableError("parameter server is shutting down"));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  log(absl::StrCat("parameter server stopped, exit code ", exit_code));
+  return exit_code;
+}
+
+}  // namespace kubetrain::ps

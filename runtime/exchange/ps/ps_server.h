@@ -1,0 +1,35 @@
+// RunParameterServer: the whole life of a PS replica process. Restores the
+// newest valid checkpoint, serves workers, and ends:
+//  - 0 when every training replica has finished (after a final checkpoint),
+//    so the job can complete without anyone deleting the PS;
+//  - kExitPeerLost when a worker was silent longer than the peer timeout
+//    (waiting workers get Aborted naming it);
+//  - 128+sig on SIGTERM/SIGINT, after a final checkpoint and a clean stop.
+// Call from main before other threads start (it blocks SIGTERM/SIGINT in
+// the calling thread so every gRPC thread inherits the mask).
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVER_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVER_H_
+
+#include <functional>
+#include <string>
+
+#include "kubetrain/clock.h"
+#include "runtime/exchange/ps/ps_shard.h"
+
+namespace kubetrain::ps {
+
+struct PsServerOptions {
+  std::string listen_address = "0.0.0.0:2222";
+  PsShardOptions shard;
+  std::string token;  // KUBETRAIN_JOB_TOKEN; empty disables the check
+  double peer_timeout_seconds = 120;
+  // Set when the server is listening (tests use it to learn the port).
+  std::function<void(int port)> on_listening;
+};
+
+int RunParameterServer(const PsServerOptions& options, const Clock& clock,
+                       const std::function<void(const std::string&)>& log);
+
+}  // namespace kubetrain::ps
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVER_H_

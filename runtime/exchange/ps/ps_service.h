@@ -1,0 +1,58 @@
+// PsService: the gRPC face of one PsShard. Decodes gradient chunks
+// straight into the worker's staging buffer, checks the job token and the
+// shard's incarnation, and streams parameters back in chunks.
+// Thread-safe: gRPC calls it from many threads.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kubetrain/v1/parameter_server.grpc.pb.h"
+#include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/tensor/aligned_buffer.h"
+
+namespace kubetrain::ps {
+
+// gRPC metadata key carrying KUBETRAIN_JOB_TOKEN.
+inline constexpr char kTokenMetadataKey[] = "x-kubetrain-token";
+
+class PsService final : public v1::ParameterServer::Service {
+ public:
+  // `token` empty: no authentication (KUBETRAIN_JOB_TOKEN unset).
+  PsService(PsShard& shard, std::string token) : shard_(shard), token_(std::move(token)) {}
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override;
+  grpc::Status Initialize(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
+                          v1::PushResponse* resp) override;
+  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
+                    v1::PushResponse* resp) override;
+  grpc::Status Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
+                    grpc::ServerWriter<v1::PullMessage>* writer) override;
+  grpc::Status Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
+                    v1::DoneResponse* resp) override;
+  grpc::Status Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
+                          v1::CheckpointResponse* resp) override;
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest* req,
+                         v1::StatusResponse* resp) override;
+
+ private:
+  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
+  grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
+                           bool initialize, v1::PushResponse* resp);
+
+  PsShard& shard_;
+  const std::string token_;
+  std::mutex pull_mu_;
+  std::vector<std::unique_ptr<AlignedBuffer>> pull_buffers_;  // per worker (+1 for observers)
+};
+
+// Converts a Status to a grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+absl::Status FromGrpc(const grpc::Status& s);
+
+}  // namespace kubetrain::ps
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_

@@ -1,0 +1,444 @@
+#include "runtime/exchange/ps/ps_shard.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/exchange/ps/checkpoint.h"
+
+namespace kubetrain::ps {
+
+PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log)
+    : opt_(std::move(options)),
+      clock_(clock),
+      log_(std::move(log)),
+      start_seconds_(clock.NowSeconds()),
+      workers_(static_cast<size_t>(std::max(opt_.num_workers, 1))) {
+  for (size_t i = 0; i < workers_.size(); ++i) workers_[i].name = absl::StrCat("worker ", i);
+  last_checkpoint_time_ = start_seconds_;
+}
+
+absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
+  if (num_params <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_params must be > 0, got ", num_params));
+  }
+  if (num_params_ != 0) {
+    if (num_params != num_params_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker's model has ", num_params, " parameters but this job's has ", num_params_));
+    }
+    return absl::OkStatus();
+  }
+  num_params_ = num_params;
+  range_ = ShardRange(num_params, opt_.num_shards, opt_.shard_index);
+  const size_t n = static_cast<size_t>(range_.length);
+  params_ = AlignedBuffer(n);
+  sum_ = AlignedBuffer(n);
+  for (Worker& w : workers_) w.slot = AlignedBuffer(n);
+  absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
+  if (!opt.ok()) return opt.status();
+  optimizer_ = *std::move(opt);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
+  if (opt_.checkpoint_dir.empty()) return -1;
+  absl::StatusOr<CheckpointData> ckpt =
+      LoadLatestCheckpoint(opt_.checkpoint_dir, opt_.shard_index, opt_.num_shards, log_);
+  if (absl::IsNotFound(ckpt.status())) return -1;
+  if (!ckpt.ok()) return ckpt.status();
+  const v1::CheckpointHeader& h = ckpt->header;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = EnsureLayoutLocked(static_cast<int64_t>(h.num_params())); !s.ok()) return s;
+  if (static_cast<int64_t>(h.range().offset()) != range_.offset ||
+      static_cast<int64_t>(h.range().length()) != range_.length) {
+    return absl::FailedPreconditionError(absl::StrCat(ckpt->path, ": range does not match shard ",
+                                                      opt_.shard_index, " of ", opt_.num_shards));
+  }
+  if (h.optimizer() != opt_.optimizer.kind) {
+    return absl::FailedPreconditionError(absl::StrCat(ckpt->path, ": written by optimizer '",
+                                                      h.optimizer(), "', this job uses '",
+                                                      opt_.optimizer.kind, "'"));
+  }
+  auto state = optimizer_->State();
+  if (state.size() != ckpt->states.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(ckpt->path, ": optimizer state does not match this optimizer's"));
+  }
+  std::copy(ckpt->params.begin(), ckpt->params.end(), params_.data());
+  for (size_t i = 0; i < state.size(); ++i) {
+    std::copy(ckpt->states[i].begin(), ckpt->states[i].end(), state[i].second.begin());
+  }
+  optimizer_->set_steps(h.optimizer_steps());
+  global_step_ = h.global_step();
+  total_steps_ = h.total_steps();
+  for (int i = 0; i < h.worker_clocks_size() && i < static_cast<int>(workers_.size()); ++i) {
+    workers_[i].clock = h.worker_clocks(i);
+  }
+  train::LrScheduleOptions lr = opt_.lr;
+  if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps_, 1);
+  absl::StatusOr<train::LrSchedule> schedule = train::LrSchedule::Create(lr);
+  if (!schedule.ok()) return schedule.status();
+  schedule_ = *schedule;
+  initialized_ = true;
+  restored_step_ = global_step_;
+  last_checkpoint_step_ = global_step_;
+  log_(absl::StrCat("restored ", ckpt->path, " at global step ", global_step_));
+  return global_step_;
+}
+
+Range PsShard::range() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return range_;
+}
+
+absl::Status PsShard::CheckWorker(int worker) const {
+  if (!aborted_.ok()) return aborted_;
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown worker id ", worker, " (this job has ",
+                                                   workers_.size(), " training replicas)"));
+  }
+  return absl::OkStatus();
+}
+
+void PsShard::TouchLocked(int worker) { workers_[worker].last_seen = clock_.NowSeconds(); }
+
+absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
+                                               const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  if (absl::Status s = EnsureLayoutLocked(num_params); !s.ok()) return s;
+  Worker& w = workers_[worker];
+  if (!name.empty()) w.name = name;
+  if (w.registered) log_(absl::StrCat(w.name, " re-registered at clock ", w.clock));
+  w.registered = true;
+  TouchLocked(worker);
+  RegisterInfo info;
+  info.range = range_;
+  info.initialized = initialized_;
+  info.global_step = global_step_;
+  info.worker_clock = opt_.mode.kind == ExchangeMode::kSync ? global_step_ : w.clock;
+  return info;
+}
+
+absl::StatusOr<std::span<float>> PsShard::BeginStaging(int worker, int64_t step, bool initialize) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  Worker& w = workers_[worker];
+  if (!w.registered || num_params_ == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(w.name, " has not registered"));
+  }
+  if (w.staging) {
+    return absl::UnavailableError(absl::StrCat(w.name, " already has a push in flight"));
+  }
+  if (!initialize && !initialized_) {
+    return absl::FailedPreconditionError("the shard has no parameters yet (not initialised)");
+  }
+  if (!initialize && w.accepted) {
+    // A restarted worker repeating the step it had already contributed.
+    ++stale_;
+    return absl::AlreadyExistsError(
+        absl::StrCat(w.name, " already pushed a gradient for step ", global_step_));
+  }
+  w.staging = true;
+  ++w.in_flight;
+  TouchLocked(worker);
+  return std::span<float>(w.slot.data(), w.slot.size());
+}
+
+void PsShard::EndStaging(int worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return;
+  Worker& w = workers_[worker];
+  if (w.staging) {
+    w.staging = false;
+    --w.in_flight;
+  }
+  TouchLocked(worker);
+}
+
+absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t total_steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  if (initialized_) return false;
+  const Worker& w = workers_[worker];
+  for (size_t i = 0; i < w.slot.size(); ++i) {
+    if (!std::isfinite(w.slot.data()[i])) {
+      return absl::InvalidArgumentError("initial parameters contain NaN/Inf");
+    }
+  }
+  train::LrScheduleOptions lr = opt_.lr;
+  if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps, 1);
+  absl::StatusOr<train::LrSchedule> schedule = train::LrSchedule::Create(lr);
+  if (!schedule.ok()) return schedule.status();
+  schedule_ = *schedule;
+  std::copy(w.slot.data(), w.slot.data() + w.slot.size(), params_.data());
+  global_step_ = std::max<int64_t>(step, 0);
+  total_steps_ = total_steps;
+  initialized_ = true;
+  last_checkpoint_step_ = global_step_;
+  log_(absl::StrCat("initialised by ", w.name, " at step ", global_step_, ": ", range_.length,
+                    " parameters [", range_.offset, ", ", range_.end(), ")"));
+  cv_.notify_all();
+  return true;
+}
+
+void PsShard::CountRejected(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++rejected_;
+  log_(absl::StrCat("rejected push: ", reason));
+}
+
+void PsShard::ApplyLocked(std::span<const float> grad) {
+  optimizer_->Apply(std::span<float>(params_.data(), params_.size()), grad,
+                    schedule_->At(global_step_));
+  ++global_step_;
+  ++applied_;
+}
+
+absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  Worker& w = workers_[worker];
+  const float* g = w.slot.data();
+  int64_t bad = 0;
+  for (size_t i = 0; i < w.slot.size(); ++i) bad += std::isfinite(g[i]) ? 0 : 1;
+  if (bad > 0) {
+    ++rejected_;
+    const std::string msg = absl::StrCat("gradient from ", w.name, " for step ", step, " has ", bad,
+                                         " NaN/Inf values; rejected, parameters untouched");
+    log_(msg);
+    return absl::InvalidArgumentError(msg);
+  }
+  PushResult r;
+  if (opt_.mode.kind == ExchangeMode::kSync) {
+    if (step > global_step_) {
+      ++rejected_;
+      const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
+                                           " is from the future: global step is ", global_step_);
+      log_(msg);
+      return absl::InvalidArgumentError(msg);
+    }
+    if (step < global_step_) {
+      ++stale_;
+      r.global_step = global_step_;
+      return r;  // a backup worker's late gradient: dropped
+    }
+    w.accepted = true;
+    ++accepted_count_;
+    r.accepted = true;
+    const int active = opt_.num_workers - done_count_;
+    const int k = std::max(
+        1, std::min(opt_.replicas_to_aggregate > 0 ? opt_.replicas_to_aggregate : opt_.num_workers,
+                    active));
+    if (accepted_count_ >= k) {
+      // Sum in worker order so the result never depends on arrival order.
+      float* sum = sum_.data();
+      std::fill(sum, sum + sum_.size(), 0.0f);
+      for (Worker& o : workers_) {
+        if (!o.accepted) continue;
+        const float* s = o.slot.data();
+        for (size_t i = 0; i < sum_.size(); ++i) sum[i] += s[i];
+        o.accepted = false;
+      }
+      const float inv = 1.0f / static_cast<float>(accepted_count_);
+      for (size_t i = 0; i < sum_.size(); ++i) sum[i] *= inv;
+      accepted_count_ = 0;
+      ApplyLocked(std::span<const float>(sum, sum_.size()));
+      for (Worker& o : workers_) o.clock = global_step_;
+      MaybeCheckpointLocked();
+      cv_.notify_all();
+    }
+    r.global_step = global_step_;
+    return r;
+  }
+  // async / ssp: the step is the worker's own clock.
+  if (step > w.clock) {
+    ++rejected_;
+    const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
+                                         " is from the future: its clock is ", w.clock);
+    log_(msg);
+    return absl::InvalidArgumentError(msg);
+  }
+  if (step < w.clock) {
+    ++stale_;
+    r.global_step = global_step_;
+    return r;
+  }
+  ApplyLocked(std::span<const float>(g, w.slot.size()));
+  ++w.clock;
+  r.accepted = true;
+  r.global_step = global_step_;
+  MaybeCheckpointLocked();
+  cv_.notify_all();
+  return r;
+}
+
+int64_t PsShard::MinActiveClockLocked() const {
+  int64_t m = INT64_MAX;
+  for (const Worker& w : workers_) {
+    if (!w.done) m = std::min(m, w.clock);
+  }
+  return m == INT64_MAX ? 0 : m;
+}
+
+absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t clock,
+                                         std::span<float> out,
+                                         const std::function<bool()>& cancelled) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool observer = worker == kObserver;
+  if (!observer) {
+    if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  }
+  if (num_params_ == 0 || out.size() != static_cast<size_t>(range_.length)) {
+    return absl::FailedPreconditionError("pull before registration or with a wrong-sized buffer");
+  }
+  Worker dummy;
+  Worker& w = observer ? dummy : workers_[worker];
+  ++w.in_flight;
+  if (!observer) TouchLocked(worker);
+  auto ready = [&] {
+    if (!aborted_.ok()) return true;
+    if (!initialized_) return false;
+    if (observer || done_count_ >= opt_.num_workers) return true;
+    switch (opt_.mode.kind) {
+      case ExchangeMode::kSync:
+        return global_step_ >= min_step;
+      case ExchangeMode::kSsp:
+        return clock - MinActiveClockLocked() <= opt_.mode.ssp_bound;
+      case ExchangeMode::kAsync:
+        return true;
+    }
+    return true;
+  };
+  while (!ready()) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (cancelled && cancelled()) {
+      --w.in_flight;
+      return absl::CancelledError("the caller went away");
+    }
+  }
+  --w.in_flight;
+  if (!observer) TouchLocked(worker);
+  if (!aborted_.ok()) return aborted_;
+  if (!observer && opt_.mode.kind == ExchangeMode::kSsp) {
+    max_ssp_lead_ = std::max(max_ssp_lead_, clock - MinActiveClockLocked());
+  }
+  std::copy(params_.data(), params_.data() + params_.size(), out.begin());
+  PullResult r;
+  r.global_step = global_step_;
+  r.finished = done_count_ >= opt_.num_workers;
+  return r;
+}
+
+bool PsShard::Done(int worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker >= 0 && worker < static_cast<int>(workers_.size()) && !workers_[worker].done) {
+    workers_[worker].done = true;
+    ++done_count_;
+    log_(absl::StrCat(workers_[worker].name, " finished (", done_count_, "/", opt_.num_workers,
+                      ")"));
+  }
+  cv_.notify_all();
+  return done_count_ >= opt_.num_workers;
+}
+
+bool PsShard::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_count_ >= opt_.num_workers;
+}
+
+void PsShard::MaybeCheckpointLocked() {
+  if (opt_.checkpoint_dir.empty() || !initialized_) return;
+  const double now = clock_.NowSeconds();
+  const bool by_steps = opt_.checkpoint_every_steps > 0 &&
+                        global_step_ - last_checkpoint_step_ >= opt_.checkpoint_every_steps;
+  const bool by_time = opt_.checkpoint_every_seconds > 0 &&
+                       now - last_checkpoint_time_ >= opt_.checkpoint_every_seconds;
+  if (!by_steps && !by_time) return;
+  absl::StatusOr<std::string> path = CheckpointLocked();
+  if (!path.ok()) log_(absl::StrCat("checkpoint failed: ", path.status().message()));
+}
+
+absl::StatusOr<std::string> PsShard::CheckpointLocked() {
+  if (opt_.checkpoint_dir.empty()) {
+    return absl::FailedPreconditionError("no --checkpoint-dir configured");
+  }
+  if (!initialized_) return absl::FailedPreconditionError("nothing to checkpoint yet");
+  CheckpointView view;
+  v1::CheckpointHeader& h = view.header;
+  h.set_shard_index(opt_.shard_index);
+  h.set_num_shards(opt_.num_shards);
+  h.mutable_range()->set_offset(static_cast<uint64_t>(range_.offset));
+  h.mutable_range()->set_length(static_cast<uint64_t>(range_.length));
+  h.set_num_params(static_cast<uint64_t>(num_params_));
+  h.set_global_step(global_step_);
+  h.set_total_steps(total_steps_);
+  h.set_optimizer(opt_.optimizer.kind);
+  h.set_optimizer_steps(optimizer_->steps());
+  for (const Worker& w : workers_) h.add_worker_clocks(w.clock);
+  view.params = std::span<const float>(params_.data(), params_.size());
+  for (auto& [name, buf] : optimizer_->State()) {
+    h.add_state_names(name);
+    view.states.push_back(buf);
+  }
+  const double t0 = clock_.NowSeconds();
+  absl::StatusOr<std::string> path =
+      WriteCheckpoint(opt_.checkpoint_dir, view, opt_.keep_checkpoints);
+  if (path.ok()) {
+    last_checkpoint_step_ = global_step_;
+    last_checkpoint_time_ = clock_.NowSeconds();
+    log_(absl::StrCat("checkpoint ", *path, " step=", global_step_,
+                      " took=", static_cast<int64_t>((last_checkpoint_time_ - t0) * 1000), "ms"));
+  }
+  return path;
+}
+
+absl::StatusOr<std::string> PsShard::WriteCheckpointNow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckpointLocked();
+}
+
+void PsShard::Abort(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.ok()) aborted_ = status;
+  cv_.notify_all();
+}
+
+std::vector<std::string> PsShard::SilentWorkers(double timeout_seconds) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  const double now = clock_.NowSeconds();
+  for (const Worker& w : workers_) {
+    if (w.done || w.in_flight > 0) continue;
+    const double since = w.registered ? w.last_seen : start_seconds_;
+    if (now - since > timeout_seconds) {
+      out.push_back(w.registered ? w.name : absl::StrCat(w.name, " (never registered)"));
+    }
+  }
+  return out;
+}
+
+v1::StatusResponse PsShard::Status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::StatusResponse s;
+  s.set_global_step(global_step_);
+  s.set_incarnation(opt_.incarnation);
+  int registered = 0;
+  for (const Worker& w : workers_) {
+    registered += w.registered ? 1 : 0;
+    s.add_worker_clocks(opt_.mode.kind == ExchangeMode::kSync ? global_step_ : w.clock);
+  }
+  s.set_workers_registered(registered);
+  s.set_workers_done(done_count_);
+  s.set_rejected_pushes(rejected_);
+  s.set_stale_pushes(stale_);
+  s.set_applied_pushes(applied_);
+  s.set_max_ssp_lead(max_ssp_lead_);
+  s.set_restored_step(restored_step_);
+  return s;
+}
+
+}  // namespace kubetrain::ps

@@ -1,0 +1,176 @@
+// PsShard: the state of one parameter-server shard: its parameter range,
+// optimizer, global step, per-worker clocks and gradient slots; the rules of
+// sync / async / ssp; validation of pushes; checkpoints. No networking: the
+// gRPC service decodes chunks into StagingBuffer(worker) and calls in.
+//
+// Thread-safe: every public method may be called from any gRPC thread.
+// Pull and WaitInitialized block (on condition variables, never spinning)
+// until their condition holds, the shard is aborted, or `cancelled()` says
+// the caller went away.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SHARD_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SHARD_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/clock.h"
+#include "kubetrain/v1/parameter_server.pb.h"
+#include "runtime/exchange/ps/exchange_mode.h"
+#include "runtime/exchange/ps/shard_range.h"
+#include "runtime/tensor/aligned_buffer.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/optimizer.h"
+
+namespace kubetrain::ps {
+
+struct PsShardOptions {
+  int shard_index = 0;
+  int num_shards = 1;
+  int num_workers = 1;  // training replicas: chief + workers
+  ExchangeMode mode;
+  int replicas_to_aggregate = 0;  // sync: gradients per update (0 = num_workers)
+  train::OptimizerOptions optimizer;
+  train::LrScheduleOptions lr;  // total_steps comes from Initialize when 0
+  std::string checkpoint_dir;   // empty: no checkpoints
+  int64_t checkpoint_every_steps = 0;
+  double checkpoint_every_seconds = 0;
+  int keep_checkpoints = 3;
+  uint64_t incarnation = 0;
+};
+
+struct RegisterInfo {
+  Range range;
+  bool initialized = false;
+  int64_t global_step = 0;
+  int64_t worker_clock = 0;
+};
+
+struct PushResult {
+  bool accepted = false;
+  int64_t global_step = 0;
+};
+
+struct PullResult {
+  int64_t global_step = 0;
+  bool finished = false;
+};
+
+// Worker id of read-only callers (evaluators): they never wait for clocks.
+inline constexpr int kObserver = -1;
+
+class PsShard {
+ public:
+  using Logger = std::function<void(const std::string&)>;
+
+  PsShard(PsShardOptions options, const Clock& clock, Logger log);
+  PsShard(const PsShard&) = delete;
+  PsShard& operator=(const PsShard&) = delete;
+
+  // Loads the newest valid checkpoint, if any; returns its global step or
+  // -1 when it started fresh.
+  absl::StatusOr<int64_t> RestoreFromCheckpoint();
+
+  const PsShardOptions& options() const { return opt_; }
+  // This shard's range; empty until the first registration or restore.
+  Range range() const;
+
+  absl::StatusOr<RegisterInfo> Register(int worker, int64_t num_params, const std::string& name);
+
+  // Buffer (this shard's range) into which a push or initialize from
+  // `worker` is decoded before it is committed. Fails for unknown workers
+  // or when the worker already has a push in flight; EndStaging releases it.
+  absl::StatusOr<std::span<float>> BeginStaging(int worker, int64_t step, bool initialize);
+  void EndStaging(int worker);
+
+  // Starting parameters from the initialising worker (in its staging
+  // buffer). Ignored (false) when the shard already holds parameters.
+  absl::StatusOr<bool> CommitInitialize(int worker, int64_t step, int64_t total_steps);
+
+  // Validates the staged gradient (finite values) and applies it by the
+  // mode's rules. Rejections leave the parameters untouched and are
+  // counted.
+  absl::StatusOr<PushResult> CommitPush(int worker, int64_t step);
+
+  // Counts a push rejected before commit (bad size or offset, bad chunk).
+  void CountRejected(const std::string& reason);
+
+  // Waits as the mode requires, then copies this shard's parameters into
+  // `out` (range length).
+  absl::StatusOr<PullResult> Pull(int worker, int64_t min_step, int64_t clock, std::span<float> out,
+                                  const std::function<bool()>& cancelled);
+
+  // Marks the worker finished; true when every worker has finished.
+  bool Done(int worker);
+  bool finished() const;
+
+  absl::StatusOr<std::string> WriteCheckpointNow();
+
+  // Wakes every waiter with `status` and refuses further work.
+  void Abort(const absl::Status& status);
+
+  // Workers (by name) that have not been heard from for `timeout` seconds
+  // while not finished; includes workers that never registered, measured
+  // from the shard's start.
+  std::vector<std::string> SilentWorkers(double timeout_seconds) const;
+
+  v1::StatusResponse Status() const;
+
+ private:
+  struct Worker {
+    bool registered = false;
+    bool done = false;
+    bool staging = false;
+    std::string name;
+    int64_t clock = 0;      // steps completed (async/ssp); sync uses global_step
+    int64_t in_flight = 0;  // calls in progress (a blocked Pull is alive)
+    double last_seen = 0;
+    AlignedBuffer slot;     // staging / sync gradient slot
+    bool accepted = false;  // sync: slot holds a gradient for global_step
+  };
+
+  absl::Status CheckWorker(int worker) const;  // requires mu_
+  absl::Status EnsureLayoutLocked(int64_t num_params);
+  void ApplyLocked(std::span<const float> grad);
+  void MaybeCheckpointLocked();
+  absl::StatusOr<std::string> CheckpointLocked();
+  int64_t MinActiveClockLocked() const;
+  void TouchLocked(int worker);
+
+  const PsShardOptions opt_;
+  const Clock& clock_;
+  Logger log_;
+  const double start_seconds_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  absl::Status aborted_;
+  int64_t num_params_ = 0;
+  Range range_;
+  bool initialized_ = false;
+  int64_t global_step_ = 0;
+  int64_t total_steps_ = 0;
+  AlignedBuffer params_;
+  AlignedBuffer sum_;
+  std::unique_ptr<train::Optimizer> optimizer_;
+  std::optional<train::LrSchedule> schedule_;
+  std::vector<Worker> workers_;
+  int accepted_count_ = 0;
+  int done_count_ = 0;
+  int64_t rejected_ = 0, stale_ = 0, applied_ = 0;
+  int64_t max_ssp_lead_ = 0;
+  int64_t restored_step_ = -1;
+  int64_t last_checkpoint_step_ = 0;
+  double last_checkpoint_time_ = 0;
+};
+
+}  // namespace kubetrain::ps
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SHARD_H_
