@@ -33,6 +33,7 @@ class Conv2D : public Layer {
                 const TensorView* grad_in) override;
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
+  int64_t InputGradFlops(int64_t batch) const override { return ForwardFlops(batch); }
   std::string Describe() const override;
 
  private:

@@ -22,6 +22,7 @@ class Dense : public Layer {
                 const TensorView* grad_in) override;
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
+  int64_t InputGradFlops(int64_t batch) const override { return 2 * batch * units_ * inputs_; }
   std::string Describe() const override;
 
  private:

@@ -51,8 +51,11 @@ class Layer {
 
   // Floating-point operations for one forward / backward pass of `batch`
   // samples (multiply-add = 2), for throughput reporting.
+  // BackwardFlops includes InputGradFlops, which is skipped when Backward
+  // gets no grad_in.
   virtual int64_t ForwardFlops(int64_t batch) const { return 0; }
   virtual int64_t BackwardFlops(int64_t batch) const { return 0; }
+  virtual int64_t InputGradFlops(int64_t batch) const { return 0; }
 
   // Human-readable configuration, e.g. "dense(units=128)".
   virtual std::string Describe() const { return kind(); }

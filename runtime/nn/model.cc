@@ -43,6 +43,13 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shap
   flat_.Allocate();
   for (auto& l : layers_) l->BindParams(flat_);
   acts_.resize(layers_.size());
+  first_trainable_ = layers_.size();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->NumParams() > 0) {
+      first_trainable_ = i;
+      break;
+    }
+  }
 }
 
 void Model::InitParams(uint64_t seed) {
@@ -87,7 +94,7 @@ void Model::Backward(const TensorView& grad_logits) {
                               ? TensorView(input_.data(), WithBatch(batch_, input_shape_))
                               : TensorView(acts_[i - 1].data(), WithBatch(batch_, shapes_[i - 1]));
     const TensorView out(acts_[i].data(), WithBatch(batch_, shapes_[i]));
-    if (i == 0) {
+    if (i <= first_trainable_) {
       layers_[i]->Backward(in, out, grad_out, nullptr);
       break;
     }
@@ -100,7 +107,10 @@ void Model::Backward(const TensorView& grad_logits) {
 
 int64_t Model::TrainFlops(int64_t batch) const {
   int64_t f = 0;
-  for (const auto& l : layers_) f += l->ForwardFlops(batch) + l->BackwardFlops(batch);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    f += layers_[i]->ForwardFlops(batch) + layers_[i]->BackwardFlops(batch);
+    if (i <= first_trainable_) f -= layers_[i]->InputGradFlops(batch);
+  }
   return f;
 }
 

@@ -65,6 +65,9 @@ class Model {
   std::vector<AlignedBuffer> acts_;  // output of each layer
   AlignedBuffer grad_a_, grad_b_;    // ping-pong activation gradients
   int64_t batch_ = 0;
+  // Layers before this index have no parameters, so no gradient needs to
+  // flow into them: Backward stops here and passes no grad_in.
+  size_t first_trainable_ = 0;
 };
 
 }  // namespace kubetrain::nn
