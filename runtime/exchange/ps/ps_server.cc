@@ -83,6 +83,10 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   shard.Abort(absl::UnavailableError("parameter server is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  const v1::StatusResponse st = shard.Status();
+  log(absl::StrCat("stats global_step=", st.global_step(), " applied=", st.applied_pushes(),
+                   " stale=", st.stale_pushes(), " rejected=", st.rejected_pushes(),
+                   " max_ssp_lead=", st.max_ssp_lead()));
   log(absl::StrCat("parameter server stopped, exit code ", exit_code));
   return exit_code;
 }

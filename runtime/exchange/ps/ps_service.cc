@@ -71,7 +71,12 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
     resp->set_incarnation(incarnation);
     return grpc::Status::OK;
   }
-  if (!staging.ok()) return ToGrpc(staging.status());
+  if (!staging.ok()) {
+    if (absl::IsInvalidArgument(staging.status())) {
+      shard_.CountRejected(std::string(staging.status().message()));
+    }
+    return ToGrpc(staging.status());
+  }
   const Range range = shard_.range();
   // Chunks must tile this shard's range in order, each continuing where the
   // previous one ended.

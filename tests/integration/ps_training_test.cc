@@ -1,0 +1,124 @@
+// Parameter-server training with real processes on loopback: accuracy
+// against single-process training, bit-for-bit equality of 1 and 2 shards,
+// async and ssp accuracy and the ssp bound, and the PS exiting on its own.
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/exchange/ps/checkpoint.h"
+#include "tests/support/local_replicas.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_files.h"
+
+namespace kubetrain {
+namespace {
+
+using data::testing_util::TempDir;
+using testing_util::LastValue;
+using testing_util::LocalReplicas;
+
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
+constexpr auto kJobTimeout = std::chrono::seconds(400);
+
+class PsTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+    }
+  }
+
+  // Runs 1..n PS and 2 workers to completion; returns worker-0's output.
+  std::string RunJob(LocalReplicas& job, const std::vector<std::string>& args, int workers = 2) {
+    job.StartAll(args);
+    EXPECT_TRUE(job.WaitAll(kJobTimeout)) << "job did not finish";
+    for (size_t i = 0; i < job.ps_addresses().size(); ++i) {
+      EXPECT_EQ(job.ExitCode("ps", static_cast<int>(i)), 0) << job.Output("ps", static_cast<int>(i));
+    }
+    for (int i = 0; i < workers; ++i) {
+      EXPECT_EQ(job.ExitCode("worker", i), 0) << job.Output("worker", i);
+    }
+    return job.Output("worker", 0);
+  }
+};
+
+TEST_F(PsTraining, SyncReachesSingleProcessAccuracyWithinOnePoint) {
+  // Two workers with batch 32 make the same 64-sample updates as one
+  // process with batch 64.
+  testing_util::ProcessResult single = testing_util::RunProcess(
+      {KUBETRAIN_BIN, "train", "--epochs", "3", "--batch-size", "64", "--log-every", "0"},
+      std::chrono::seconds(300));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const double single_acc = LastValue(single.out, "final test_accuracy");
+
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  const std::string out = RunJob(job, {"--epochs", "3", "--batch-size", "32", "--log-every", "500",
+                                       "--threads", "1", "--exchange-mode", "sync"});
+  const double ps_acc = LastValue(out, "final test_accuracy");
+  std::cout << "single-process " << single_acc << ", 1 PS + 2 workers sync " << ps_acc << "\n";
+  EXPECT_GE(ps_acc, single_acc - 0.01);
+  EXPECT_GE(ps_acc, 0.85);
+  // The PS left on its own, saying so.
+  EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("every worker finished"));
+}
+
+std::vector<float> FinalParams(const std::string& dir, int shards) {
+  std::vector<float> all;
+  for (int i = 0; i < shards; ++i) {
+    absl::StatusOr<ps::CheckpointData> d =
+        ps::LoadLatestCheckpoint(dir, i, shards, [](const std::string& w) { ADD_FAILURE() << w; });
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return {};
+    EXPECT_EQ(static_cast<int64_t>(d->header.range().offset()), static_cast<int64_t>(all.size()));
+    all.insert(all.end(), d->params.begin(), d->params.end());
+    for (const auto& s : d->states) EXPECT_EQ(s.size(), d->params.size());
+  }
+  return all;
+}
+
+TEST_F(PsTraining, TwoShardsGiveTheSameParametersAsOneBitForBit) {
+  TempDir one, two;
+  const std::vector<std::string> args = {"--train-limit", "4000", "--epochs", "1",
+                                         "--batch-size", "50", "--threads", "1",
+                                         "--optimizer", "adam", "--lr", "0.001",
+                                         "--seed", "7", "--log-every", "0"};
+  {
+    LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", one.path()});
+    RunJob(job, a);
+  }
+  {
+    LocalReplicas job(KUBETRAIN_BIN, 2, 2);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", two.path()});
+    RunJob(job, a);
+  }
+  std::vector<float> p1 = FinalParams(one.path(), 1), p2 = FinalParams(two.path(), 2);
+  ASSERT_EQ(p1.size(), 235146u);
+  ASSERT_EQ(p1.size(), p2.size());
+  EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)));
+}
+
+TEST_F(PsTraining, AsyncReaches086) {
+  // Asynchrony adds implicit momentum (stale gradients act like momentum,
+  // Mitliagkas et al. 2016), so async jobs use less explicit momentum.
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  const std::string out = RunJob(job, {"--epochs", "4", "--threads", "1", "--log-every", "500",
+                                       "--exchange-mode", "async", "--momentum", "0.5"});
+  EXPECT_GE(LastValue(out, "final test_accuracy"), 0.86) << out;
+}
+
+TEST_F(PsTraining, SspReaches086AndNeverExceedsItsBound) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  const std::string out = RunJob(job, {"--epochs", "3", "--threads", "1", "--log-every", "500",
+                                       "--exchange-mode", "ssp:2"});
+  EXPECT_GE(LastValue(out, "final test_accuracy"), 0.86) << out;
+  // The PS records the largest lead it ever let through.
+  const double lead = LastValue(job.Output("ps", 0), "max_ssp_lead");
+  EXPECT_LE(lead, 2);
+  EXPECT_GE(lead, 0);
+}
+
+}  // namespace
+}  // namespace kubetrain

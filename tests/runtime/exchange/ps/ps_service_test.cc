@@ -1,0 +1,218 @@
+// The parameter-server service over real gRPC on loopback: authentication,
+// every kind of malformed push (refused, counted, the PS keeps serving),
+// fp16 on the wire, and PsExchange against two shards.
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/exchange/ps/ps_client.h"
+#include "runtime/exchange/ps/ps_exchange.h"
+#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/wire_codec.h"
+
+namespace kubetrain::ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kParams = 1000;
+
+// One shard served on an ephemeral loopback port.
+class TestShard {
+ public:
+  TestShard(int index, int num_shards, const std::string& mode, const std::string& token) {
+    PsShardOptions o;
+    o.shard_index = index;
+    o.num_shards = num_shards;
+    o.num_workers = 2;
+    o.mode = *ExchangeMode::Parse(mode);
+    o.optimizer.kind = "sgd";
+    o.optimizer.momentum = 0;
+    o.lr.base_lr = 0.5f;
+    o.incarnation = 1000 + index;
+    shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
+    service_ = std::make_unique<PsService>(*shard_, token);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+  }
+  ~TestShard() {
+    shard_->Abort(absl::UnavailableError("test over"));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  PsShard& shard() { return *shard_; }
+
+ private:
+  RealClock clock_;
+  std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+v1::RegisterRequest Reg(int worker) {
+  v1::RegisterRequest r;
+  r.set_worker(worker);
+  r.set_num_params(kParams);
+  return r;
+}
+
+v1::PushHeader Header(int worker, int64_t step, uint64_t incarnation) {
+  v1::PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  h.set_incarnation(incarnation);
+  h.set_total_steps(10);
+  return h;
+}
+
+TEST(PsService, CallsWithoutTheJobTokenAreUnauthenticated) {
+  TestShard ps(0, 1, "sync", "s3cret");
+  PsShardClient anonymous("ps-0", ps.address(), "");
+  absl::StatusOr<v1::RegisterResponse> r = anonymous.Register(Reg(0), std::chrono::seconds(5));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnauthenticated);
+  PsShardClient wrong("ps-0", ps.address(), "guess");
+  EXPECT_EQ(wrong.GetStatus(std::chrono::seconds(5)).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  PsShardClient good("ps-0", ps.address(), "s3cret");
+  EXPECT_TRUE(good.Register(Reg(0), std::chrono::seconds(5)).ok());
+}
+
+TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
+  TestShard ps(0, 1, "sync", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  absl::StatusOr<v1::RegisterResponse> r = c.Register(Reg(0), std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(c.Register(Reg(1), std::chrono::seconds(5)).ok());
+  const uint64_t inc = r->incarnation();
+  std::vector<float> init(kParams, 1.0f), g(kParams, 0.5f);
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+
+  // Too few elements.
+  absl::StatusOr<v1::PushResponse> s = c.Send(false, Header(0, 0, inc),
+                                              std::span<const float>(g).first(900), 0,
+                                              v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("push covers 900 of the 1000"));
+  // Wrong offset.
+  s = c.Send(false, Header(0, 0, inc), g, 16, v1::WIRE_DTYPE_F32);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("does not fit: shard 0 owns [0, 1000)"));
+  // Too many elements.
+  std::vector<float> big(kParams + 16, 0.5f);
+  s = c.Send(false, Header(0, 0, inc), big, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  // Unknown worker, future step, NaN.
+  s = c.Send(false, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("unknown worker id 7"));
+  s = c.Send(false, Header(1, 4, inc), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("from the future"));
+  std::vector<float> nan = g;
+  nan[17] = std::nanf("");
+  s = c.Send(false, Header(0, 0, inc), nan, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("1 NaN/Inf values"));
+  // A stale incarnation is told to re-register.
+  s = c.Send(false, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  absl::StatusOr<v1::StatusResponse> st = c.GetStatus(std::chrono::seconds(5));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->rejected_pushes(), 6);
+  EXPECT_EQ(st->global_step(), 0);
+
+  // Parameters untouched, and a good step still works.
+  std::vector<float> out(kParams);
+  v1::PullRequest pr;
+  pr.set_worker(0);
+  ASSERT_TRUE(c.Pull(pr, out, 0).ok());
+  EXPECT_EQ(out, init);
+  ASSERT_TRUE(c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Send(false, Header(1, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
+  pr.set_min_step(1);
+  absl::StatusOr<PullReply> reply = c.Pull(pr, out, 0);
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->global_step, 1);
+  EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
+}
+
+TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  std::vector<float> init(kParams), g(kParams);
+  for (int64_t i = 0; i < kParams; ++i) {
+    init[i] = std::sin(0.37f * i) * 3.0f;
+    g[i] = std::cos(0.11f * i) * 1e-3f;
+  }
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F16).ok());
+  ASSERT_TRUE(c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F16).ok());
+  std::vector<float> out(kParams);
+  v1::PullRequest pr;
+  pr.set_worker(0);
+  pr.set_dtype(v1::WIRE_DTYPE_F16);
+  ASSERT_TRUE(c.Pull(pr, out, 0).ok());
+  double max_rel = 0;
+  for (int64_t i = 0; i < kParams; ++i) {
+    const double want = init[i] - 0.5 * g[i];
+    const double err = std::abs(out[i] - want);
+    // Three roundings (init, gradient, pull), each <= 2^-11 relative.
+    EXPECT_LE(err, 3.5 * 0x1.0p-11 * std::abs(want) + 1e-6) << i;
+    if (std::abs(want) > 1e-3) max_rel = std::max(max_rel, err / std::abs(want));
+  }
+  EXPECT_GT(max_rel, 0.0) << "fp16 should introduce some error";
+}
+
+TEST(PsExchange, TwoShardsServeOneVectorInParallel) {
+  TestShard a(0, 2, "sync", "t"), b(1, 2, "sync", "t");
+  RealClock clock;
+  auto make = [&](int worker) {
+    PsExchangeOptions o;
+    o.ps_addresses = {a.address(), b.address()};
+    o.worker = worker;
+    o.initializer = worker == 0;
+    o.token = "t";
+    o.peer_timeout_seconds = 10;
+    o.total_steps = 10;
+    return std::make_unique<PsExchange>(o, clock, [](const std::string&) {});
+  };
+  auto w0 = make(0), w1 = make(1);
+  std::vector<float> p0(kParams), p1(kParams, -1.0f), g(kParams);
+  for (int64_t i = 0; i < kParams; ++i) p0[i] = static_cast<float>(i);
+  absl::StatusOr<int64_t> s1;
+  std::thread t([&] { s1 = w1->Start(p1); });  // waits for the initialiser
+  ASSERT_EQ(*w0->Start(p0), 0);
+  t.join();
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(p1, p0);
+  for (int64_t i = 0; i < kParams; ++i) g[i] = 1.0f;
+  absl::StatusOr<int64_t> n1;
+  std::thread t2([&] { n1 = w1->Step(0, g, p1); });
+  absl::StatusOr<int64_t> n0 = w0->Step(0, g, p0);
+  t2.join();
+  ASSERT_TRUE(n0.ok() && n1.ok());
+  EXPECT_EQ(*n0, 1);
+  EXPECT_EQ(*n1, 1);
+  EXPECT_EQ(p0, p1);
+  EXPECT_FLOAT_EQ(p0[999], 999.0f - 0.5f);  // the second shard's range moved too
+  EXPECT_EQ(a.shard().Status().global_step(), 1);
+  EXPECT_EQ(b.shard().Status().global_step(), 1);
+}
+
+TEST(PsExchange, AnUnreachableShardEndsTheStepNamingIt) {
+  RealClock clock;
+  PsExchangeOptions o;
+  o.ps_addresses = {"127.0.0.1:1"};  // nothing listens on port 1
+  o.peer_timeout_seconds = 1;
+  PsExchange ex(o, clock, [](const std::string&) {});
+  std::vector<float> p(10);
+  absl::StatusOr<int64_t> r = ex.Start(p);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("lost parameter server ps-0 (127.0.0.1:1)"));
+}
+
+}  // namespace
+}  // namespace kubetrain::ps

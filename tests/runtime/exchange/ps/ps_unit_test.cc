@@ -1,0 +1,312 @@
+// Unit tests of the parameter server's pieces without the network: shard
+// ranges, the fp16 wire codec, checkpoint files, and the shard's rules.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/ps/shard_range.h"
+#include "runtime/exchange/ps/wire_codec.h"
+#include "tests/support/temp_files.h"
+
+namespace kubetrain::ps {
+namespace {
+
+using ::testing::HasSubstr;
+using data::testing_util::TempDir;
+
+std::string Msg(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(ShardRange, ContiguousAlignedAndCovering) {
+  for (int64_t n : {1, 15, 16, 17, 1000, 235146}) {
+    for (int shards : {1, 2, 3, 4}) {
+      int64_t next = 0;
+      for (int i = 0; i < shards; ++i) {
+        Range r = ShardRange(n, shards, i);
+        EXPECT_EQ(r.offset, next) << n << " " << shards << " " << i;
+        if (r.offset < n) {
+          EXPECT_EQ(r.offset % 16, 0);
+        }
+        next = r.end();
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+  // Near-equal: 64 blocks of 16 over 4 shards.
+  EXPECT_EQ(ShardRange(1024, 4, 3), (Range{768, 256}));
+}
+
+TEST(WireCodec, HalfRoundTripErrorIsBounded) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  for (int e = -14; e <= 15; ++e) {
+    for (int k = 0; k < 200; ++k) {
+      const float x = std::ldexp(mant(rng), e) * (k % 2 ? -1.0f : 1.0f);
+      const float y = HalfToFloat(FloatToHalf(x));
+      EXPECT_LE(std::abs(y - x), std::abs(x) * 0x1.0p-11f) << x;
+    }
+  }
+  EXPECT_EQ(HalfToFloat(FloatToHalf(0.0f)), 0.0f);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::numeric_limits<float>::quiet_NaN()))));
+  // Subnormal halves keep absolute error below half their spacing (2^-25).
+  EXPECT_NEAR(HalfToFloat(FloatToHalf(3e-6f)), 3e-6f, 0x1.0p-25f);
+}
+
+TEST(WireCodec, ChunksCarryChecksumsAndSizes) {
+  std::vector<float> v = {1, 2, 3, 4.5f}, out(4);
+  v1::TensorChunk c;
+  EncodeChunk(v, 32, v1::WIRE_DTYPE_F32, &c);
+  ASSERT_TRUE(DecodeChunk(c, out).ok());
+  EXPECT_EQ(out, v);
+  EncodeChunk(v, 32, v1::WIRE_DTYPE_F16, &c);
+  EXPECT_EQ(c.data().size(), 8u);
+  ASSERT_TRUE(DecodeChunk(c, out).ok());
+  EXPECT_EQ(out, v);  // exactly representable in fp16
+  c.mutable_data()->at(3) ^= 0x10;
+  EXPECT_EQ(DecodeChunk(c, out).code(), absl::StatusCode::kDataLoss);
+  std::vector<float> small(3);
+  EncodeChunk(v, 32, v1::WIRE_DTYPE_F32, &c);
+  EXPECT_THAT(Msg(DecodeChunk(c, small)), HasSubstr("has 16 bytes, expected 12"));
+}
+
+CheckpointView View(int64_t step, const std::vector<float>& p, const std::vector<float>& m) {
+  CheckpointView v;
+  v.header.set_shard_index(0);
+  v.header.set_num_shards(1);
+  v.header.mutable_range()->set_length(p.size());
+  v.header.set_num_params(p.size());
+  v.header.set_global_step(step);
+  v.header.set_optimizer("sgd");
+  v.header.add_state_names("velocity");
+  v.params = p;
+  v.states.push_back(m);
+  return v;
+}
+
+TEST(Checkpoint, RoundTripsAndKeepsTheNewestK) {
+  TempDir dir;
+  std::vector<float> p = {1, 2, 3}, m = {0.5f, 0.25f, 0};
+  for (int step : {10, 20, 30, 40}) {
+    absl::StatusOr<std::string> path = WriteCheckpoint(dir.path(), View(step, p, m), 2);
+    ASSERT_TRUE(path.ok()) << path.status();
+  }
+  std::vector<std::string> warnings;
+  absl::StatusOr<CheckpointData> d =
+      LoadLatestCheckpoint(dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->header.global_step(), 40);
+  EXPECT_EQ(d->params, p);
+  EXPECT_EQ(d->states.at(0), m);
+  EXPECT_TRUE(warnings.empty());
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ShardCheckpointDir(dir.path(), 0, 1))) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 2);
+}
+
+TEST(Checkpoint, CorruptAndTruncatedFilesAreSkippedWithAWarning) {
+  TempDir dir;
+  std::vector<float> p = {1, 2, 3}, m = {0, 0, 0};
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), View(10, p, m), 5).ok());
+  absl::StatusOr<std::string> p20 = WriteCheckpoint(dir.path(), View(20, p, m), 5);
+  absl::StatusOr<std::string> p30 = WriteCheckpoint(dir.path(), View(30, p, m), 5);
+  ASSERT_TRUE(p20.ok() && p30.ok());
+  std::filesystem::resize_file(*p30, std::filesystem::file_size(*p30) - 5);  // truncated
+  {
+    std::fstream f(*p20, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');  // a flipped byte
+  }
+  std::vector<std::string> warnings;
+  absl::StatusOr<CheckpointData> d =
+      LoadLatestCheckpoint(dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->header.global_step(), 10);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("truncated"));
+  EXPECT_THAT(warnings[1], HasSubstr("ckpt-000000000020.ktc"));
+  EXPECT_EQ(LoadLatestCheckpoint(dir.path() + "/none", 0, 1, [](const std::string&) {})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A shard over 32 parameters with plain SGD (lr 1) so updates are easy to check.
+struct ShardFixture {
+  explicit ShardFixture(const std::string& mode, int workers = 2, int aggregate = 0,
+                        std::string ckpt_dir = "") {
+    PsShardOptions o;
+    o.num_workers = workers;
+    o.mode = *ExchangeMode::Parse(mode);
+    o.replicas_to_aggregate = aggregate;
+    o.optimizer.kind = "sgd";
+    o.optimizer.momentum = 0;
+    o.lr.base_lr = 1.0f;
+    o.checkpoint_dir = std::move(ckpt_dir);
+    o.incarnation = 7;
+    shard = std::make_unique<PsShard>(o, clock, [this](const std::string& m) { log.push_back(m); });
+    for (int w = 0; w < workers; ++w) EXPECT_TRUE(shard->Register(w, 32, "").ok());
+  }
+  absl::Status Init(float value) {
+    absl::StatusOr<std::span<float>> s = shard->BeginStaging(0, 0, true);
+    if (!s.ok()) return s.status();
+    std::fill(s->begin(), s->end(), value);
+    absl::StatusOr<bool> r = shard->CommitInitialize(0, 0, 100);
+    shard->EndStaging(0);
+    return r.status();
+  }
+  absl::StatusOr<PushResult> Push(int w, int64_t step, float g) {
+    absl::StatusOr<std::span<float>> s = shard->BeginStaging(w, step, false);
+    if (!s.ok()) return s.status();
+    std::fill(s->begin(), s->end(), g);
+    absl::StatusOr<PushResult> r = shard->CommitPush(w, step);
+    shard->EndStaging(w);
+    return r;
+  }
+  float Param(int w = 0) {
+    std::vector<float> out(32);
+    absl::StatusOr<PullResult> r = shard->Pull(w, 0, 0, out, nullptr);
+    EXPECT_TRUE(r.ok());
+    return out[5];
+  }
+  FakeClock clock;
+  std::vector<std::string> log;
+  std::unique_ptr<PsShard> shard;
+};
+
+TEST(PsShard, SyncAveragesOneGradientPerWorkerPerStep) {
+  ShardFixture f("sync");
+  ASSERT_TRUE(f.Init(10).ok());
+  absl::StatusOr<PushResult> a = f.Push(0, 0, 1.0f);
+  ASSERT_TRUE(a.ok() && a->accepted);
+  EXPECT_EQ(a->global_step, 0);  // waits for worker 1
+  EXPECT_FLOAT_EQ(f.Param(), 10.0f);
+  absl::StatusOr<PushResult> b = f.Push(1, 0, 3.0f);
+  ASSERT_TRUE(b.ok() && b->accepted);
+  EXPECT_EQ(b->global_step, 1);
+  EXPECT_FLOAT_EQ(f.Param(), 8.0f);  // 10 - mean(1, 3)
+}
+
+TEST(PsShard, SyncBackupWorkersDropLateGradients) {
+  ShardFixture f("sync", 2, /*aggregate=*/1);
+  ASSERT_TRUE(f.Init(10).ok());
+  ASSERT_EQ(f.Push(0, 0, 1.0f)->global_step, 1);  // first of 2 suffices
+  absl::StatusOr<PushResult> late = f.Push(1, 0, 100.0f);
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(late->accepted);
+  EXPECT_FLOAT_EQ(f.Param(), 9.0f);
+  EXPECT_EQ(f.shard->Status().stale_pushes(), 1);
+}
+
+TEST(PsShard, SyncPullWaitsAtTheBarrier) {
+  ShardFixture f("sync");
+  ASSERT_TRUE(f.Init(10).ok());
+  ASSERT_TRUE(f.Push(0, 0, 1.0f).ok());
+  std::atomic<bool> released{false};
+  std::thread puller([&] {
+    std::vector<float> out(32);
+    absl::StatusOr<PullResult> r = f.shard->Pull(0, /*min_step=*/1, 0, out, nullptr);
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->global_step, 1);
+    released = true;
+  });
+  EXPECT_FALSE(released.load());
+  ASSERT_TRUE(f.Push(1, 0, 1.0f).ok());
+  puller.join();
+  EXPECT_TRUE(released.load());
+}
+
+TEST(PsShard, AsyncAppliesEachGradientAsItArrives) {
+  ShardFixture f("async");
+  ASSERT_TRUE(f.Init(10).ok());
+  EXPECT_EQ(f.Push(1, 0, 1.0f)->global_step, 1);
+  EXPECT_EQ(f.Push(1, 1, 1.0f)->global_step, 2);
+  EXPECT_EQ(f.Push(0, 0, 2.0f)->global_step, 3);
+  EXPECT_FLOAT_EQ(f.Param(), 6.0f);
+  // A worker's clock is its own: worker 0 pushing step 5 is from the future.
+  absl::StatusOr<PushResult> future = f.Push(0, 5, 1.0f);
+  EXPECT_THAT(Msg(future.status()), HasSubstr("is from the future: its clock is 1"));
+}
+
+TEST(PsShard, SspBlocksAWorkerTooFarAheadUntilTheSlowestCatchesUp) {
+  ShardFixture f("ssp:1");
+  ASSERT_TRUE(f.Init(10).ok());
+  ASSERT_TRUE(f.Push(0, 0, 0.0f).ok());
+  ASSERT_TRUE(f.Push(0, 1, 0.0f).ok());  // worker 0 at clock 2, worker 1 at 0
+  std::atomic<bool> released{false};
+  std::thread puller([&] {
+    std::vector<float> out(32);
+    EXPECT_TRUE(f.shard->Pull(0, 0, /*clock=*/2, out, nullptr).ok());
+    released = true;
+  });
+  EXPECT_FALSE(released.load());
+  ASSERT_TRUE(f.Push(1, 0, 0.0f).ok());  // slowest now at 1: lead 1 <= bound
+  puller.join();
+  EXPECT_LE(f.shard->Status().max_ssp_lead(), 1);
+}
+
+TEST(PsShard, BadPushesAreRejectedCountedAndLeaveParametersUntouched) {
+  ShardFixture f("sync");
+  ASSERT_TRUE(f.Init(10).ok());
+  absl::StatusOr<PushResult> nan = f.Push(0, 0, std::nanf(""));
+  EXPECT_EQ(nan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(nan.status()), HasSubstr("32 NaN/Inf values"));
+  absl::StatusOr<PushResult> inf = f.Push(0, 0, std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(inf.ok());
+  absl::StatusOr<PushResult> future = f.Push(1, 3, 1.0f);
+  EXPECT_THAT(Msg(future.status()), HasSubstr("is from the future: global step is 0"));
+  EXPECT_THAT(Msg(f.Push(9, 0, 1.0f).status()), HasSubstr("unknown worker id 9"));
+  EXPECT_THAT(Msg(f.shard->Register(0, 33, "").status()),
+              HasSubstr("worker's model has 33 parameters but this job's has 32"));
+  EXPECT_FLOAT_EQ(f.Param(), 10.0f);
+  EXPECT_EQ(f.shard->Status().rejected_pushes(), 3);
+  // Still serving: a good step goes through.
+  ASSERT_TRUE(f.Push(0, 0, 2.0f).ok());
+  ASSERT_TRUE(f.Push(1, 0, 2.0f).ok());
+  EXPECT_FLOAT_EQ(f.Param(), 8.0f);
+}
+
+TEST(PsShard, RestoresItsCheckpoint) {
+  TempDir dir;
+  {
+    ShardFixture f("sync", 2, 0, dir.path());
+    ASSERT_TRUE(f.Init(10).ok());
+    ASSERT_TRUE(f.Push(0, 0, 1.0f).ok());
+    ASSERT_TRUE(f.Push(1, 0, 1.0f).ok());
+    ASSERT_TRUE(f.shard->WriteCheckpointNow().ok());
+    ASSERT_TRUE(f.Push(0, 1, 1.0f).ok());
+    ASSERT_TRUE(f.Push(1, 1, 1.0f).ok());  // step 2, not checkpointed
+  }
+  ShardFixture g("sync", 2, 0, dir.path());
+  // Registration above happened before restore; restore fixes the layout.
+  absl::StatusOr<int64_t> step = g.shard->RestoreFromCheckpoint();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+  EXPECT_FLOAT_EQ(g.Param(), 9.0f);
+  EXPECT_EQ(g.shard->Status().restored_step(), 1);
+}
+
+TEST(PsShard, SilentWorkersAreNamed) {
+  ShardFixture f("sync");
+  f.clock.AdvanceSeconds(5);
+  ASSERT_TRUE(f.shard->Register(0, 32, "worker-0").ok());
+  f.clock.AdvanceSeconds(6);
+  std::vector<std::string> silent = f.shard->SilentWorkers(10);
+  ASSERT_EQ(silent.size(), 1u);
+  EXPECT_EQ(silent[0], "worker 1");
+  f.shard->Done(1);
+  EXPECT_TRUE(f.shard->SilentWorkers(10).empty());
+}
+
+}  // namespace
+}  // namespace kubetrain::ps
