@@ -1,6 +1,8 @@
 // Parameter-server training with real processes on loopback: accuracy
 // against single-process training, bit-for-bit equality of 1 and 2 shards,
 // async and ssp accuracy and the ssp bound, and the PS exiting on its own.
+#include <signal.h>
+
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -118,6 +120,40 @@ TEST_F(PsTraining, SspReaches086AndNeverExceedsItsBound) {
   const double lead = LastValue(job.Output("ps", 0), "max_ssp_lead");
   EXPECT_LE(lead, 2);
   EXPECT_GE(lead, 0);
+}
+
+}  // namespace
+}  // namespace kubetrain
+
+namespace kubetrain {
+namespace {
+
+// Fast fault checks (no real training needed).
+TEST(PsFaults, AWorkerWithoutItsPsExitsRetryableNamingIt) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  job.Start("worker", 1, {"--train-limit", "1000", "--peer-timeout", "2", "--epochs", "1"});
+  ASSERT_EQ(job.Wait("worker", 1, std::chrono::seconds(60)), 129) << job.Output("worker", 1);
+  EXPECT_THAT(job.Output("worker", 1),
+              ::testing::HasSubstr("lost parameter server ps-0 (" + job.ps_addresses()[0]));
+}
+
+TEST(PsFaults, APsWhoseWorkerNeverComesExitsRetryableNamingIt) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  job.Start("ps", 0, {"--peer-timeout", "2"});
+  ASSERT_EQ(job.Wait("ps", 0, std::chrono::seconds(60)), 129) << job.Output("ps", 0);
+  EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("peer lost: worker-0 (never registered)"));
+}
+
+TEST(PsFaults, TheJobTokenIsRequiredWhenSet) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 1);
+  job.Start("ps", 0, {"--peer-timeout", "30"}, {"KUBETRAIN_JOB_TOKEN=right"});
+  job.Start("worker", 0, {"--train-limit", "1000", "--epochs", "1", "--peer-timeout", "30"},
+            {"KUBETRAIN_JOB_TOKEN=wrong"});
+  ASSERT_EQ(job.Wait("worker", 0, std::chrono::seconds(60)), 1) << job.Output("worker", 0);
+  EXPECT_THAT(job.Output("worker", 0), ::testing::HasSubstr("missing or wrong job token"));
+  job.Kill("ps", 0, SIGTERM);
+  EXPECT_EQ(job.Wait("ps", 0, std::chrono::seconds(30)), 128 + SIGTERM);
+  EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("received signal 15"));
 }
 
 }  // namespace
