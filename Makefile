@@ -3,7 +3,6 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-DATA_DIR ?= /usr/share/datasets/fashion-mnist
 KUBETRAIN := $(BUILD_DIR)/runtime/kubetrain
 
 .PHONY: all setup configure build run test bench format clean
@@ -19,10 +18,10 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Trains the mlp on Fashion-MNIST and prints progress and the final test accuracy.
+# A real distributed job on this machine: 1 parameter server + 2 workers train
+# the mlp on Fashion-MNIST; the last line states the test accuracy.
 run: build
-	$(KUBETRAIN) train --model mlp --data $(DATA_DIR) --epochs 10 --batch-size 64 \
-	  --optimizer sgd --lr 0.05 --momentum 0.9 --lr-schedule cosine
+	$(KUBETRAIN) run examples/fmnist-ps-sync.yaml
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -2,9 +2,11 @@
 // subcommand. `kubetrain train` trains in this process.
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "kubetrain/clock.h"
+#include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/train_command.h"
@@ -98,6 +100,13 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str();
 }
 
+// This binary's path, for replicas whose container has no command.
+std::string SelfExe(const char* argv0) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
+}
+
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
@@ -114,11 +123,31 @@ int main(int argc, char** argv) {
   CLI::App* train = app.add_subcommand("train", "Train a model in this process");
   AddTrainFlags(train, train_options);
 
+  kubetrain::launcher::LaunchOptions run_options;
+  double grace_seconds = 10;
+  CLI::App* run = app.add_subcommand(
+      "run", "Run every replica of a TrainingJob as local processes on 127.0.0.1");
+  run->add_option("job", run_options.job_file, "TrainingJob YAML or JSON file")->required();
+  run->add_option(
+         "--grace", grace_seconds,
+         "Seconds replicas get to exit on their own, then after SIGTERM, when the job ends")
+      ->capture_default_str();
+
   CLI::App* models = app.add_subcommand("models", "Print the built-in models as YAML");
   CLI::App* devices = app.add_subcommand("devices", "List the devices this process can use");
 
   CLI11_PARSE(app, argc, argv);
 
+  if (run->parsed()) {
+    run_options.self_exe = SelfExe(argv[0]);
+    run_options.grace = std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
+    absl::StatusOr<int> code = kubetrain::launcher::RunJob(run_options, std::cout, std::cerr);
+    if (!code.ok()) {
+      std::cerr << "kubetrain: error: " << code.status().message() << std::endl;
+      return 1;
+    }
+    return *code;
+  }
   if (models->parsed()) {
     for (const std::string& name : kubetrain::nn::BuiltinModelNames()) {
       std::cout << "# " << name << *kubetrain::nn::BuiltinModelSpec(name) << "\n";

@@ -132,7 +132,8 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   so.shard.shard_index = role.tf.task_index;
   so.shard.num_shards = static_cast<int>(role.ps.size());
   so.shard.num_workers = role.num_workers;
-  for (size_t i = 0; i < role.chief.size(); ++i) so.shard.worker_names.push_back(absl::StrCat("chief-", i));
+  for (size_t i = 0; i < role.chief.size(); ++i)
+    so.shard.worker_names.push_back(absl::StrCat("chief-", i));
   for (size_t i = 0; i < role.workers.size(); ++i) {
     so.shard.worker_names.push_back(absl::StrCat("worker-", i));
   }

@@ -35,7 +35,8 @@ class PsTraining : public ::testing::Test {
     job.StartAll(args);
     EXPECT_TRUE(job.WaitAll(kJobTimeout)) << "job did not finish";
     for (size_t i = 0; i < job.ps_addresses().size(); ++i) {
-      EXPECT_EQ(job.ExitCode("ps", static_cast<int>(i)), 0) << job.Output("ps", static_cast<int>(i));
+      EXPECT_EQ(job.ExitCode("ps", static_cast<int>(i)), 0)
+          << job.Output("ps", static_cast<int>(i));
     }
     for (int i = 0; i < workers; ++i) {
       EXPECT_EQ(job.ExitCode("worker", i), 0) << job.Output("worker", i);
@@ -80,10 +81,9 @@ std::vector<float> FinalParams(const std::string& dir, int shards) {
 
 TEST_F(PsTraining, TwoShardsGiveTheSameParametersAsOneBitForBit) {
   TempDir one, two;
-  const std::vector<std::string> args = {"--train-limit", "4000", "--epochs", "1",
-                                         "--batch-size", "50", "--threads", "1",
-                                         "--optimizer", "adam", "--lr", "0.001",
-                                         "--seed", "7", "--log-every", "0"};
+  const std::vector<std::string> args = {
+      "--train-limit", "4000", "--epochs", "1",     "--batch-size", "50", "--threads",   "1",
+      "--optimizer",   "adam", "--lr",     "0.001", "--seed",       "7",  "--log-every", "0"};
   {
     LocalReplicas job(KUBETRAIN_BIN, 1, 2);
     std::vector<std::string> a = args;
@@ -113,8 +113,8 @@ TEST_F(PsTraining, AsyncReaches086) {
 
 TEST_F(PsTraining, SspReaches086AndNeverExceedsItsBound) {
   LocalReplicas job(KUBETRAIN_BIN, 1, 2);
-  const std::string out = RunJob(job, {"--epochs", "3", "--threads", "1", "--log-every", "500",
-                                       "--exchange-mode", "ssp:2"});
+  const std::string out = RunJob(
+      job, {"--epochs", "3", "--threads", "1", "--log-every", "500", "--exchange-mode", "ssp:2"});
   EXPECT_GE(LastValue(out, "final test_accuracy"), 0.86) << out;
   // The PS records the largest lead it ever let through.
   const double lead = LastValue(job.Output("ps", 0), "max_ssp_lead");

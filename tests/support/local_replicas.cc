@@ -127,8 +127,8 @@ int LocalReplicas::Wait(const std::string& type, int index, std::chrono::seconds
 bool LocalReplicas::WaitAll(std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (auto& [key, r] : replicas_) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        deadline - std::chrono::steady_clock::now());
     const size_t dash = key.rfind('-');
     if (Wait(key.substr(0, dash), std::stoi(key.substr(dash + 1)),
              std::max(left, std::chrono::seconds(1))) < 0) {

@@ -48,8 +48,8 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
   req.set_worker_name(opt_.worker_name);
   // Each attempt waits for the channel a bounded time, well inside the peer
   // timeout, so the caller's backoff and timeout stay in charge.
-  const auto attempt = std::chrono::milliseconds(static_cast<int64_t>(
-      std::clamp(opt_.peer_timeout_seconds / 4, 0.2, 5.0) * 1000));
+  const auto attempt = std::chrono::milliseconds(
+      static_cast<int64_t>(std::clamp(opt_.peer_timeout_seconds / 4, 0.2, 5.0) * 1000));
   absl::StatusOr<v1::RegisterResponse> r = s.client->Register(req, attempt);
   if (!r.ok()) return r.status();
   if (r->mode() != opt_.mode.ToString()) {

@@ -17,8 +17,8 @@ PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log)
       start_seconds_(clock.NowSeconds()),
       workers_(static_cast<size_t>(std::max(opt_.num_workers, 1))) {
   for (size_t i = 0; i < workers_.size(); ++i) {
-    workers_[i].name = i < opt_.worker_names.size() ? opt_.worker_names[i]
-                                                    : absl::StrCat("worker ", i);
+    workers_[i].name =
+        i < opt_.worker_names.size() ? opt_.worker_names[i] : absl::StrCat("worker ", i);
   }
   last_checkpoint_time_ = start_seconds_;
 }

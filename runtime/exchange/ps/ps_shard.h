@@ -34,7 +34,7 @@ namespace kubetrain::ps {
 struct PsShardOptions {
   int shard_index = 0;
   int num_shards = 1;
-  int num_workers = 1;  // training replicas: chief + workers
+  int num_workers = 1;                    // training replicas: chief + workers
   std::vector<std::string> worker_names;  // for logs ("worker-1"); default "worker <id>"
   ExchangeMode mode;
   int replicas_to_aggregate = 0;  // sync: gradients per update (0 = num_workers)

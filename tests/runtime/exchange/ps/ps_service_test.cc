@@ -1,6 +1,8 @@
 // The parameter-server service over real gRPC on loopback: authentication,
 // every kind of malformed push (refused, counted, the PS keeps serving),
 // fp16 on the wire, and PsExchange against two shards.
+#include "runtime/exchange/ps/ps_service.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "gtest/gtest.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
-#include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
 namespace kubetrain::ps {
@@ -94,9 +95,8 @@ TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
 
   // Too few elements.
-  absl::StatusOr<v1::PushResponse> s = c.Send(false, Header(0, 0, inc),
-                                              std::span<const float>(g).first(900), 0,
-                                              v1::WIRE_DTYPE_F32);
+  absl::StatusOr<v1::PushResponse> s =
+      c.Send(false, Header(0, 0, inc), std::span<const float>(g).first(900), 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("push covers 900 of the 1000"));
   // Wrong offset.
@@ -211,7 +211,8 @@ TEST(PsExchange, AnUnreachableShardEndsTheStepNamingIt) {
   std::vector<float> p(10);
   absl::StatusOr<int64_t> r = ex.Start(p);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("lost parameter server ps-0 (127.0.0.1:1)"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("lost parameter server ps-0 (127.0.0.1:1)"));
 }
 
 }  // namespace

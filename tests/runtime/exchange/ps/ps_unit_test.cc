@@ -18,8 +18,8 @@
 namespace kubetrain::ps {
 namespace {
 
-using ::testing::HasSubstr;
 using data::testing_util::TempDir;
+using ::testing::HasSubstr;
 
 std::string Msg(const absl::Status& s) { return std::string(s.message()); }
 
@@ -135,10 +135,9 @@ TEST(Checkpoint, CorruptAndTruncatedFilesAreSkippedWithAWarning) {
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_THAT(warnings[0], HasSubstr("truncated"));
   EXPECT_THAT(warnings[1], HasSubstr("ckpt-000000000020.ktc"));
-  EXPECT_EQ(LoadLatestCheckpoint(dir.path() + "/none", 0, 1, [](const std::string&) {})
-                .status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      LoadLatestCheckpoint(dir.path() + "/none", 0, 1, [](const std::string&) {}).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 // A shard over 32 parameters with plain SGD (lr 1) so updates are easy to check.
