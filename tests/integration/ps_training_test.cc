@@ -16,7 +16,7 @@ namespace kubetrain {
 namespace {
 
 using data::testing_util::TempDir;
-using testing_util::LastValue;
+using testing_util::LastValue;  // from running_process.h
 using testing_util::LocalReplicas;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist";

@@ -1,0 +1,145 @@
+// Faults under `kubetrain run`, with the real trainer: a worker killed with
+// SIGKILL is restarted and the job succeeds; a PS killed with SIGKILL
+// restarts from its checkpoint, the workers reconnect, the job succeeds and
+// at most one checkpoint interval of steps is repeated.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/running_process.h"
+#include "tests/support/temp_files.h"
+
+namespace kubetrain {
+namespace {
+
+using data::testing_util::TempDir;
+using ::testing::HasSubstr;
+using testing_util::RunningProcess;
+
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
+constexpr int kCheckpointEvery = 40;
+
+std::string JobYaml(const std::string& ckpt_dir) {
+  const std::string args =
+      "[\"train\", \"--train-limit\", \"16000\", \"--epochs\", \"3\", \"--batch-size\", \"32\", "
+      "\"--threads\", \"1\", \"--log-every\", \"10\", \"--peer-timeout\", \"60\", "
+      "\"--checkpoint-dir\", \"" +
+      ckpt_dir + "\", \"--checkpoint-every-steps\", \"" + std::to_string(kCheckpointEvery) + "\"]";
+  return R"(apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: faults}
+spec:
+  replicaSpecs:
+    PS:
+      replicas: 1
+      restartPolicy: OnFailure
+      template: {spec: {containers: [{name: kubetrain, image: kubetrain, args: )" +
+         args + R"(}]}}
+    Worker:
+      replicas: 2
+      restartPolicy: ExitCode
+      template: {spec: {containers: [{name: kubetrain, image: kubetrain, args: )" +
+         args + R"(}]}}
+  runPolicy: {backoffLimit: 3}
+)";
+}
+
+// pid of replica `name` from the launcher's "started <name> (pid N)" lines
+// (the last start, after restarts).
+pid_t PidOf(const std::string& out, const std::string& name) {
+  std::regex re("started " + name + " \\(pid ([0-9]+)");
+  pid_t pid = -1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    pid = std::stoi((*it)[1]);
+  }
+  return pid;
+}
+
+// The highest "progress step=N" the replica printed.
+int64_t LastStep(const std::string& out, const std::string& name) {
+  std::regex re("\\[" + name + "\\] progress step=([0-9]+)");
+  int64_t step = -1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    step = std::max<int64_t>(step, std::stoll((*it)[1]));
+  }
+  return step;
+}
+
+class LauncherFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+    }
+    data::testing_util::WritePlain(dir_.File("job.yaml"), JobYaml(dir_.File("ckpt")));
+  }
+  std::unique_ptr<RunningProcess> Run() {
+    return std::make_unique<RunningProcess>(
+        std::vector<std::string>{KUBETRAIN_BIN, "run", "--grace", "5", dir_.File("job.yaml")},
+        std::vector<std::string>{});
+  }
+  TempDir dir_;
+};
+
+TEST_F(LauncherFaults, AKilledWorkerIsRestartedAndTheJobSucceeds) {
+  auto run = Run();
+  ASSERT_TRUE(
+      run->WaitForOutput([](const std::string& o) { return LastStep(o, "faults-worker-1") >= 100; },
+                         std::chrono::seconds(120)))
+      << run->Output();
+  const pid_t victim = PidOf(run->Output(), "faults-worker-1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(run->Wait(std::chrono::seconds(400)), 0) << run->Output();
+  const std::string out = run->Output();
+  EXPECT_THAT(out, HasSubstr("faults-worker-1 killed by signal 9"));
+  EXPECT_GT(PidOf(out, "faults-worker-1"), 0);
+  EXPECT_NE(PidOf(out, "faults-worker-1"), victim) << "worker-1 was started again";
+  EXPECT_THAT(out, HasSubstr("started faults-worker-1 (pid"));
+  EXPECT_THAT(out, HasSubstr(", restart 1)"));
+  EXPECT_THAT(out, HasSubstr("job faults Succeeded"));
+  EXPECT_THAT(out, HasSubstr("final test_accuracy="));
+}
+
+TEST_F(LauncherFaults, AKilledPsResumesFromItsCheckpointAndTheJobSucceeds) {
+  auto run = Run();
+  ASSERT_TRUE(run->WaitForOutput(
+      [](const std::string& o) {
+        return LastStep(o, "faults-worker-0") >= 3 * kCheckpointEvery + kCheckpointEvery / 2;
+      },
+      std::chrono::seconds(120)))
+      << run->Output();
+  const pid_t victim = PidOf(run->Output(), "faults-ps-0");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(run->Wait(std::chrono::seconds(400)), 0) << run->Output();
+  const std::string out = run->Output();
+  EXPECT_THAT(out, HasSubstr("faults-ps-0 killed by signal 9"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("restored \\S+ at global step ([0-9]+)")))
+      << out;
+  const int64_t restored = std::stoll(m[1]);
+  EXPECT_GE(restored, kCheckpointEvery);
+  // Each worker says where it was and where it continues: the steps it
+  // repeats are at most one checkpoint interval.
+  std::regex cont("\\[(faults-worker-[01])\\] info continuing at step ([0-9]+) \\(was ([0-9]+)\\)");
+  int workers_moved = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), cont); it != std::sregex_iterator();
+       ++it) {
+    const int64_t at = std::stoll((*it)[2]), was = std::stoll((*it)[3]);
+    EXPECT_EQ(at, restored) << (*it)[0];
+    EXPECT_LE(was - at, kCheckpointEvery + 1) << (*it)[0];
+    ++workers_moved;
+  }
+  EXPECT_EQ(workers_moved, 2) << out;
+  EXPECT_THAT(out, HasSubstr("job faults Succeeded"));
+}
+
+}  // namespace
+}  // namespace kubetrain
