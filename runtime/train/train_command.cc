@@ -239,6 +239,7 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& o
       const ps::Range r = ps::ShardRange(n, static_cast<int>(clients.size()), static_cast<int>(i));
       v1::PullRequest req;
       req.set_worker(ps::kObserver);
+      req.set_min_step(last_step + 1);  // long-poll: wait for progress or the end
       absl::StatusOr<ps::PullReply> reply = clients[i]->Pull(
           req, params.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.length)),
           r.offset);

@@ -158,3 +158,28 @@ TEST(PsFaults, TheJobTokenIsRequiredWhenSet) {
 
 }  // namespace
 }  // namespace kubetrain
+
+namespace kubetrain {
+namespace {
+
+TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
+  if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+  }
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  const std::vector<std::string> args = {
+      "--train-limit",        "6000", "--epochs",    "2", "--threads", "1",
+      "--eval-interval-secs", "0.2",  "--log-every", "0"};
+  job.StartAll(args);
+  job.Start("evaluator", 0, args);
+  ASSERT_EQ(job.Wait("evaluator", 0, std::chrono::seconds(300)), 0) << job.Output("evaluator", 0);
+  ASSERT_TRUE(job.WaitAll(std::chrono::seconds(300)));
+  const std::string out = job.Output("evaluator", 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("info eval step="));
+  EXPECT_THAT(out, ::testing::HasSubstr("training finished; evaluator done"));
+  // It saw the final parameters: its last evaluation is at the last step.
+  EXPECT_EQ(LastValue(out, "eval step"), 94);  // 2 epochs x 47 batches of 64 per worker shard
+}
+
+}  // namespace
+}  // namespace kubetrain

@@ -54,6 +54,10 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
 
   int exit_code = kExitSuccess;
   const timespec poll = {0, 200 * 1000 * 1000};
+  // After the workers finish, an evaluator that has been polling gets up to
+  // this long to be told so before the PS goes away.
+  constexpr double kObserverLingerSeconds = 5;
+  double finished_at = -1;
   while (true) {
     const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
     if (sig > 0) {
@@ -62,8 +66,13 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
       break;
     }
     if (shard.finished()) {
-      log("every worker finished; final checkpoint and exit");
-      break;
+      if (finished_at < 0) finished_at = clock.NowSeconds();
+      if (!shard.ObserverWaitingForTheEnd() ||
+          clock.NowSeconds() - finished_at > kObserverLingerSeconds) {
+        log("every worker finished; final checkpoint and exit");
+        break;
+      }
+      continue;
     }
     std::vector<std::string> silent = shard.SilentWorkers(options.peer_timeout_seconds);
     if (!silent.empty()) {

@@ -305,7 +305,9 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
   auto ready = [&] {
     if (!aborted_.ok()) return true;
     if (!initialized_) return false;
-    if (observer || done_count_ >= opt_.num_workers) return true;
+    if (done_count_ >= opt_.num_workers) return true;
+    // Observers long-poll for progress: they wake on a new step or the end.
+    if (observer) return global_step_ >= min_step;
     switch (opt_.mode.kind) {
       case ExchangeMode::kSync:
         return global_step_ >= min_step;
@@ -333,6 +335,10 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
   PullResult r;
   r.global_step = global_step_;
   r.finished = done_count_ >= opt_.num_workers;
+  if (observer) {
+    observer_seen_ = true;
+    observer_told_finished_ = observer_told_finished_ || r.finished;
+  }
   return r;
 }
 
@@ -351,6 +357,11 @@ bool PsShard::Done(int worker) {
 bool PsShard::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
   return done_count_ >= opt_.num_workers;
+}
+
+bool PsShard::ObserverWaitingForTheEnd() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return observer_seen_ && !observer_told_finished_;
 }
 
 void PsShard::MaybeCheckpointLocked() {

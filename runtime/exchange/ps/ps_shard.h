@@ -103,14 +103,18 @@ class PsShard {
   // Counts a push rejected before commit (bad size or offset, bad chunk).
   void CountRejected(const std::string& reason);
 
-  // Waits as the mode requires, then copies this shard's parameters into
-  // `out` (range length).
+  // Waits as the mode requires (observers: until global_step >= min_step
+  // or the job finished), then copies this shard's parameters into `out`
+  // (range length).
   absl::StatusOr<PullResult> Pull(int worker, int64_t min_step, int64_t clock, std::span<float> out,
                                   const std::function<bool()>& cancelled);
 
   // Marks the worker finished; true when every worker has finished.
   bool Done(int worker);
   bool finished() const;
+  // True when an observer (evaluator) has pulled but none has yet been told
+  // the job finished: the server lingers briefly so it can be.
+  bool ObserverWaitingForTheEnd() const;
 
   absl::StatusOr<std::string> WriteCheckpointNow();
 
@@ -167,6 +171,8 @@ class PsShard {
   int done_count_ = 0;
   int64_t rejected_ = 0, stale_ = 0, applied_ = 0;
   int64_t max_ssp_lead_ = 0;
+  bool observer_seen_ = false;
+  bool observer_told_finished_ = false;
   int64_t restored_step_ = -1;
   int64_t last_checkpoint_step_ = 0;
   double last_checkpoint_time_ = 0;

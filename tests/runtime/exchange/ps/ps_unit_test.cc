@@ -309,3 +309,60 @@ TEST(PsShard, SilentWorkersAreNamed) {
 
 }  // namespace
 }  // namespace kubetrain::ps
+
+namespace kubetrain::ps {
+namespace {
+
+TEST(PsShard, CheckpointsEveryTSecondsAsWellAsEveryNSteps) {
+  TempDir dir;
+  PsShardOptions o;
+  o.num_workers = 1;
+  o.optimizer.momentum = 0;
+  o.checkpoint_dir = dir.path();
+  o.checkpoint_every_steps = 1000;  // never by steps here
+  o.checkpoint_every_seconds = 30;
+  FakeClock clock;
+  PsShard shard(o, clock, [](const std::string&) {});
+  ASSERT_TRUE(shard.Register(0, 16, "").ok());
+  ASSERT_TRUE(shard.BeginStaging(0, 0, true).ok());
+  ASSERT_TRUE(shard.CommitInitialize(0, 0, 100).ok());
+  shard.EndStaging(0);
+  auto push = [&](int64_t step) {
+    ASSERT_TRUE(shard.BeginStaging(0, step, false).ok());
+    ASSERT_TRUE(shard.CommitPush(0, step).ok());
+    shard.EndStaging(0);
+  };
+  const std::string shard_dir = ShardCheckpointDir(dir.path(), 0, 1);
+  push(0);
+  EXPECT_FALSE(std::filesystem::exists(shard_dir));
+  clock.AdvanceSeconds(31);
+  push(1);
+  EXPECT_TRUE(std::filesystem::exists(shard_dir + "/ckpt-000000000002.ktc"));
+  push(2);
+  EXPECT_FALSE(std::filesystem::exists(shard_dir + "/ckpt-000000000003.ktc"));
+}
+
+TEST(PsShard, ObserversLongPollForProgressOrTheEnd) {
+  PsShardOptions o;
+  o.num_workers = 1;
+  o.mode = *ExchangeMode::Parse("async");
+  FakeClock clock;
+  PsShard shard(o, clock, [](const std::string&) {});
+  ASSERT_TRUE(shard.Register(0, 16, "").ok());
+  ASSERT_TRUE(shard.BeginStaging(0, 0, true).ok());
+  ASSERT_TRUE(shard.CommitInitialize(0, 0, 100).ok());
+  shard.EndStaging(0);
+  std::vector<float> out(16);
+  absl::StatusOr<PullResult> now = shard.Pull(kObserver, 0, 0, out, nullptr);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->global_step, 0);
+  absl::StatusOr<PullResult> later;
+  std::thread observer([&] { later = shard.Pull(kObserver, 1, 0, out, nullptr); });
+  shard.Done(0);  // the job ends without another step
+  observer.join();
+  ASSERT_TRUE(later.ok());
+  EXPECT_TRUE(later->finished);
+}
+
+}  // namespace
+}  // namespace kubetrain::ps
