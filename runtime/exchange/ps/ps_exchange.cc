@@ -10,9 +10,11 @@
 namespace kubetrain::ps {
 namespace {
 
+// Transport trouble, including a chunk that failed its checksum: a retried
+// pull overwrites whatever a corrupt one left in the parameters.
 bool Retryable(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) ||
-         absl::IsUnknown(s) || absl::IsInternal(s);
+  return absl::IsUnavailable(s) || absl::IsDataLoss(s) || absl::IsDeadlineExceeded(s) ||
+         absl::IsCancelled(s) || absl::IsUnknown(s) || absl::IsInternal(s);
 }
 
 // Sleeps between attempts: 100 ms doubling to 2 s.

@@ -1,12 +1,12 @@
 #include "runtime/exchange/ps/wire_codec.h"
 
-#include <zlib.h>
-
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/crc32c.h"
 
 namespace kubetrain::ps {
 
@@ -67,9 +67,21 @@ absl::StatusOr<v1::WireDType> ParseWireDType(const std::string& name) {
 
 size_t WireBytesPerElement(v1::WireDType dtype) { return dtype == v1::WIRE_DTYPE_F16 ? 2 : 4; }
 
-static uint32_t Checksum(const std::string& bytes) {
-  return static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+static uint32_t Checksum(const std::string& bytes) { return Crc32c(bytes.data(), bytes.size()); }
+
+// Copies and checksums in blocks that stay in cache, so the checksum reads
+// what the copy just touched instead of making a second pass over memory.
+constexpr size_t kCopyBlock = 32 * 1024;
+
+// memcpy(dst, src, n), returning the CRC-32C of the bytes.
+static uint32_t CopyWithChecksum(char* dst, const char* src, size_t n) {
+  uint32_t crc = 0;
+  for (size_t off = 0; off < n; off += kCopyBlock) {
+    const size_t len = std::min(kCopyBlock, n - off);
+    std::memcpy(dst + off, src + off, len);
+    crc = Crc32cExtend(crc, dst + off, len);
+  }
+  return crc;
 }
 
 void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dtype,
@@ -82,10 +94,12 @@ void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dt
     data->resize(values.size() * 2);
     auto* out = reinterpret_cast<uint16_t*>(data->data());
     for (size_t i = 0; i < values.size(); ++i) out[i] = FloatToHalf(values[i]);
+    chunk->set_crc32c(Checksum(*data));
   } else {
-    data->assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    data->resize(values.size() * sizeof(float));
+    chunk->set_crc32c(
+        CopyWithChecksum(data->data(), reinterpret_cast<const char*>(values.data()), data->size()));
   }
-  chunk->set_crc32c(Checksum(*data));
 }
 
 absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
@@ -99,15 +113,21 @@ absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
                                                    " has ", chunk.data().size(),
                                                    " bytes, expected ", want));
   }
-  if (Checksum(chunk.data()) != chunk.crc32c()) {
+  const auto corrupt = [&] {
     return absl::DataLossError(
         absl::StrCat("chunk at offset ", chunk.range().offset(), " failed its checksum"));
-  }
+  };
   if (dtype == v1::WIRE_DTYPE_F16) {
+    if (Checksum(chunk.data()) != chunk.crc32c()) return corrupt();
     const auto* in = reinterpret_cast<const uint16_t*>(chunk.data().data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = HalfToFloat(in[i]);
-  } else {
-    std::memcpy(out.data(), chunk.data().data(), want);
+    return absl::OkStatus();
+  }
+  // Copy first, then verify: on a mismatch the destination holds garbage,
+  // which callers discard (a failed push is never committed).
+  if (CopyWithChecksum(reinterpret_cast<char*>(out.data()), chunk.data().data(), want) !=
+      chunk.crc32c()) {
+    return corrupt();
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,7 @@ size_t WireBytesPerElement(v1::WireDType dtype);
 constexpr int64_t kChunkElements = 256 * 1024;
 
 // Fills `chunk` with values[0..n) encoded as `dtype`, for range offset
-// `offset`, with a CRC32C-style checksum (zlib crc32) of the bytes.
+// `offset`, with the CRC-32C of the bytes.
 void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dtype,
                  v1::TensorChunk* chunk);
 
