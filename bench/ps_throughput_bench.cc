@@ -430,6 +430,7 @@ int Main(int argc, char** argv) {
 }  // namespace kubetrain::ps
 
 int main(int argc, char** argv) {
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // as runtime/main.cc does
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // as runtime/main.cc does
   return kubetrain::ps::Main(argc, argv);
 }
