@@ -118,6 +118,8 @@ TEST_F(LauncherFaults, AKilledPsResumesFromItsCheckpointAndTheJobSucceeds) {
   const pid_t victim = PidOf(run->Output(), "faults-ps-0");
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGKILL), 0);
+  // Every step a worker reported before the kill was applied by then.
+  const int64_t reached = LastStep(run->Output(), "faults-worker-0");
   ASSERT_EQ(run->Wait(std::chrono::seconds(400)), 0) << run->Output();
   const std::string out = run->Output();
   EXPECT_THAT(out, HasSubstr("faults-ps-0 killed by signal 9"));
@@ -126,6 +128,7 @@ TEST_F(LauncherFaults, AKilledPsResumesFromItsCheckpointAndTheJobSucceeds) {
       << out;
   const int64_t restored = std::stoll(m[1]);
   EXPECT_GE(restored, kCheckpointEvery);
+  EXPECT_GE(restored, reached - kCheckpointEvery) << "lost more than one checkpoint interval";
   // Each worker says where it was and where it continues: the steps it
   // repeats are at most one checkpoint interval.
   std::regex cont("\\[(faults-worker-[01])\\] info continuing at step ([0-9]+) \\(was ([0-9]+)\\)");
@@ -137,7 +140,8 @@ TEST_F(LauncherFaults, AKilledPsResumesFromItsCheckpointAndTheJobSucceeds) {
     EXPECT_LE(was - at, kCheckpointEvery + 1) << (*it)[0];
     ++workers_moved;
   }
-  EXPECT_EQ(workers_moved, 2) << out;
+  // A worker moves back unless the kill fell right after a checkpoint.
+  EXPECT_LE(workers_moved, 2) << out;
   EXPECT_THAT(out, HasSubstr("job faults Succeeded"));
 }
 
