@@ -132,6 +132,13 @@ int main(int argc, char** argv) {
   kubetrain::train::TrainCommandOptions train_options;
   CLI::App* train = app.add_subcommand("train", "Train a model in this process");
   AddTrainFlags(train, train_options);
+  // Any flag may also come from a TOML/INI file, under a [train] section
+  // (`epochs = 10`); flags on the command line win. CLI11 reads config files
+  // on the main app only, so the option lives there and falls through.
+  app.set_config("--config", "",
+                 "Read flags from a TOML/INI file: [train] section, name = value; "
+                 "command-line flags win");
+  train->fallthrough();
 
   kubetrain::launcher::LaunchOptions run_options;
   double grace_seconds = 10;

@@ -165,3 +165,26 @@ TEST(KubetrainTrain, HelpDocumentsEveryFlagWithItsDefault) {
 
 }  // namespace
 }  // namespace kubetrain
+
+namespace kubetrain {
+namespace {
+
+TEST(KubetrainTrain, FlagsCanComeFromAConfigFileAndTheCommandLineWins) {
+  TempDir dir;
+  WriteDataset(dir, 200, 50);
+  WritePlain(dir.File("train.toml"),
+             "[train]\nepochs = 1\nbatch-size = 20\nlog-every = 5\nlr = 0.05\n");
+  ProcessResult r = RunProcess({KUBETRAIN_BIN, "train", "--config", dir.File("train.toml"),
+                                "--data", dir.path(), "--batch-size", "40"},
+                               std::chrono::seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 200 samples / batch 40 (command line beats the file's 20) x 1 epoch (file).
+  EXPECT_THAT(r.out, HasSubstr("progress step=5/5 epoch=1/1"));
+  ProcessResult bad = RunProcess({KUBETRAIN_BIN, "train", "--config", dir.File("missing.toml")},
+                                 std::chrono::seconds(10));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("missing.toml"));
+}
+
+}  // namespace
+}  // namespace kubetrain
