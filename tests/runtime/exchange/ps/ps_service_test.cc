@@ -6,10 +6,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/exchange/ps/checkpoint.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -24,7 +26,8 @@ constexpr int64_t kParams = 1000;
 // One shard served on an ephemeral loopback port.
 class TestShard {
  public:
-  TestShard(int index, int num_shards, const std::string& mode, const std::string& token) {
+  TestShard(int index, int num_shards, const std::string& mode, const std::string& token,
+            const std::string& checkpoint_dir = "") {
     PsShardOptions o;
     o.shard_index = index;
     o.num_shards = num_shards;
@@ -34,6 +37,7 @@ class TestShard {
     o.optimizer.momentum = 0;
     o.lr.base_lr = 0.5f;
     o.incarnation = 1000 + index;
+    o.checkpoint_dir = checkpoint_dir;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     service_ = std::make_unique<PsService>(*shard_, token);
     grpc::ServerBuilder b;
@@ -164,6 +168,25 @@ TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
     if (std::abs(want) > 1e-3) max_rel = std::max(max_rel, err / std::abs(want));
   }
   EXPECT_GT(max_rel, 0.0) << "fp16 should introduce some error";
+}
+
+TEST(PsService, CheckpointOnRequest) {
+  const std::string dir = testing::TempDir() + "/ps_service_ckpt";
+  std::filesystem::remove_all(dir);
+  TestShard ps(0, 1, "sync", "", dir);
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  // Nothing to save before the parameters exist.
+  EXPECT_EQ(c.Checkpoint(std::chrono::seconds(5)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<float> init(kParams, 2.0f);
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  absl::StatusOr<v1::CheckpointResponse> r = c.Checkpoint(std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step(), 0);
+  absl::StatusOr<CheckpointData> d = ReadCheckpoint(r->path());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->params, init);
 }
 
 TEST(PsExchange, TwoShardsServeOneVectorInParallel) {
