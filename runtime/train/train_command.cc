@@ -79,7 +79,7 @@ FinalLine MakeFinal(const TrainResult& r, int64_t epochs, bool has_test) {
 // The training replica's cluster view, from TF_CONFIG.
 struct Role {
   api::TfConfig tf;
-  std::vector<std::string> ps, chief, workers;
+  std::vector<std::string> ps, chief, workers, evaluators;
   int num_workers = 0;
   int worker_id = 0;  // chief 0, then workers
   std::string name;
@@ -98,6 +98,7 @@ absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
   r.ps = hosts("ps");
   r.chief = hosts("chief");
   r.workers = hosts("worker");
+  r.evaluators = hosts("evaluator");
   r.num_workers = static_cast<int>(r.chief.size() + r.workers.size());
   r.name = absl::StrCat(r.tf.task_type, "-", r.tf.task_index);
   const std::vector<std::string> mine = hosts(r.tf.task_type.c_str());
@@ -139,6 +140,7 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   }
   so.shard.mode = mode;
   so.shard.replicas_to_aggregate = o.replicas_to_aggregate;
+  so.shard.expect_observer = !role.evaluators.empty();
   so.shard.optimizer = o.optimizer;
   so.shard.lr = o.lr;
   so.shard.checkpoint_dir = o.checkpoint_dir;

@@ -186,3 +186,27 @@ TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
 
 }  // namespace
 }  // namespace kubetrain
+
+namespace kubetrain {
+namespace {
+
+TEST(PsRoles, AnEvaluatorStartingAfterTheWorkersFinishedStillSeesTheEnd) {
+  if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+  }
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2, /*num_evaluators=*/1);
+  const std::vector<std::string> args = {"--train-limit", "2000", "--epochs",    "1",
+                                         "--threads",     "1",    "--log-every", "0"};
+  job.StartAll(args);
+  ASSERT_EQ(job.Wait("worker", 0, std::chrono::seconds(120)), 0) << job.Output("worker", 0);
+  ASSERT_EQ(job.Wait("worker", 1, std::chrono::seconds(120)), 0) << job.Output("worker", 1);
+  // The PS knows from TF_CONFIG that an evaluator belongs to the job, so it
+  // waits for it rather than leaving as soon as the workers are done.
+  job.Start("evaluator", 0, args);
+  ASSERT_EQ(job.Wait("evaluator", 0, std::chrono::seconds(60)), 0) << job.Output("evaluator", 0);
+  EXPECT_THAT(job.Output("evaluator", 0), ::testing::HasSubstr("training finished"));
+  EXPECT_EQ(job.Wait("ps", 0, std::chrono::seconds(30)), 0) << job.Output("ps", 0);
+}
+
+}  // namespace
+}  // namespace kubetrain

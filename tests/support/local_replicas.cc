@@ -7,13 +7,17 @@
 
 namespace kubetrain::testing_util {
 
-LocalReplicas::LocalReplicas(std::string binary, int num_ps, int num_workers)
+LocalReplicas::LocalReplicas(std::string binary, int num_ps, int num_workers, int num_evaluators)
     : binary_(std::move(binary)) {
-  absl::StatusOr<std::vector<int>> ports = launcher::AllocateLoopbackPorts(num_ps + num_workers);
+  absl::StatusOr<std::vector<int>> ports =
+      launcher::AllocateLoopbackPorts(num_ps + num_workers + num_evaluators);
   EXPECT_TRUE(ports.ok()) << ports.status();
   for (int i = 0; i < num_ps; ++i) ps_.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
   for (int i = 0; i < num_workers; ++i) {
     workers_.push_back(absl::StrCat("127.0.0.1:", (*ports)[num_ps + i]));
+  }
+  for (int i = 0; i < num_evaluators; ++i) {
+    evaluators_.push_back(absl::StrCat("127.0.0.1:", (*ports)[num_ps + num_workers + i]));
   }
 }
 
@@ -25,8 +29,11 @@ std::string LocalReplicas::TfConfig(const std::string& type, int index) const {
   auto list = [](const std::vector<std::string>& v) {
     return absl::StrCat("[\"", absl::StrJoin(v, "\",\""), "\"]");
   };
-  std::string cluster = absl::StrCat("\"worker\":", list(workers_));
-  if (!ps_.empty()) cluster = absl::StrCat("\"ps\":", list(ps_), ",", cluster);
+  // Keys in sorted order, as Go's encoding/json writes the map.
+  std::string cluster;
+  if (!evaluators_.empty()) cluster = absl::StrCat("\"evaluator\":", list(evaluators_), ",");
+  if (!ps_.empty()) absl::StrAppend(&cluster, "\"ps\":", list(ps_), ",");
+  absl::StrAppend(&cluster, "\"worker\":", list(workers_));
   return absl::StrCat("{\"cluster\":{", cluster, "},\"task\":{\"type\":\"", type,
                       "\",\"index\":", index, "},\"environment\":\"cloud\"}");
 }

@@ -17,7 +17,8 @@ namespace kubetrain::testing_util {
 class LocalReplicas {
  public:
   // `binary`: the kubetrain executable. Ports are picked free on 127.0.0.1.
-  LocalReplicas(std::string binary, int num_ps, int num_workers);
+  // Evaluators are listed in the cluster spec as TFJob does.
+  LocalReplicas(std::string binary, int num_ps, int num_workers, int num_evaluators = 0);
 
   // TF_CONFIG for replica `type` ("ps"/"worker") `index`.
   std::string TfConfig(const std::string& type, int index) const;
@@ -40,7 +41,7 @@ class LocalReplicas {
  private:
   static std::string Key(const std::string& type, int index);
   std::string binary_;
-  std::vector<std::string> ps_, workers_;
+  std::vector<std::string> ps_, workers_, evaluators_;
   std::map<std::string, std::unique_ptr<RunningProcess>> replicas_;
 };
 

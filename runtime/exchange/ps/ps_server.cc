@@ -54,9 +54,10 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
 
   int exit_code = kExitSuccess;
   const timespec poll = {0, 200 * 1000 * 1000};
-  // After the workers finish, an evaluator that has been polling gets up to
-  // this long to be told so before the PS goes away.
-  constexpr double kObserverLingerSeconds = 5;
+  // After the workers finish, an evaluator (expected from the cluster spec,
+  // or seen polling) gets up to this long to be told so before the PS goes
+  // away: it may be between evaluations or still starting.
+  constexpr double kObserverLingerSeconds = 30;
   double finished_at = -1;
   while (true) {
     const int sig = sigtimedwait(&stop_signals, nullptr, &poll);

@@ -1,7 +1,8 @@
 // RunParameterServer: the whole life of a PS replica process. Restores the
 // newest valid checkpoint, serves workers, and ends:
 //  - 0 when every training replica has finished (after a final checkpoint),
-//    so the job can complete without anyone deleting the PS;
+//    so the job can complete without anyone deleting the PS; with an
+//    evaluator in the cluster, once it has been told (at most 30 s more);
 //  - kExitPeerLost when a worker was silent longer than the peer timeout
 //    (waiting workers get Aborted naming it);
 //  - 128+sig on SIGTERM/SIGINT, after a final checkpoint and a clean stop.

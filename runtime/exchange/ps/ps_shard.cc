@@ -361,7 +361,7 @@ bool PsShard::finished() const {
 
 bool PsShard::ObserverWaitingForTheEnd() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return observer_seen_ && !observer_told_finished_;
+  return (observer_seen_ || opt_.expect_observer) && !observer_told_finished_;
 }
 
 void PsShard::MaybeCheckpointLocked() {

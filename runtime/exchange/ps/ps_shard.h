@@ -34,8 +34,11 @@ namespace kubetrain::ps {
 struct PsShardOptions {
   int shard_index = 0;
   int num_shards = 1;
-  int num_workers = 1;                    // training replicas: chief + workers
-  std::vector<std::string> worker_names;  // for logs ("worker-1"); default "worker <id>"
+  int num_workers = 1;  // training replicas: chief + workers
+  std::vector<std::string> worker_names;
+  // The cluster has an evaluator: after the workers finish, wait for it to
+  // learn so (see ObserverWaitingForTheEnd).
+  bool expect_observer = false;  // for logs ("worker-1"); default "worker <id>"
   ExchangeMode mode;
   int replicas_to_aggregate = 0;  // sync: gradients per update (0 = num_workers)
   train::OptimizerOptions optimizer;
@@ -112,8 +115,8 @@ class PsShard {
   // Marks the worker finished; true when every worker has finished.
   bool Done(int worker);
   bool finished() const;
-  // True when an observer (evaluator) has pulled but none has yet been told
-  // the job finished: the server lingers briefly so it can be.
+  // True when an observer (evaluator) is expected or has pulled, but none
+  // has yet been told the job finished: the server lingers so it can be.
   bool ObserverWaitingForTheEnd() const;
 
   absl::StatusOr<std::string> WriteCheckpointNow();
