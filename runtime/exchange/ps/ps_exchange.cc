@@ -98,7 +98,6 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
   while (true) {
     absl::Status st;
     if (s.incarnation == 0) {
-      const uint64_t before = s.incarnation;
       st = RegisterShard(s, params, clock);
       if (st.ok() && push && s.resume_clock != clock) {
         // The shard moved (restarted from a checkpoint): continue from its
@@ -108,7 +107,6 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
         resume = s.resume_clock;
         skip_push = true;
       }
-      (void)before;
     }
     if (st.ok() && !skip_push) {
       v1::PushHeader h;
