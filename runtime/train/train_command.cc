@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kubetrain/exit_codes.h"
 #include "operator/api/cluster_spec.h"
+#include "runtime/data/batch_sampler.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/local_exchange.h"
@@ -53,10 +54,14 @@ absl::Status LoadData(const TrainCommandOptions& o, bool want_train, bool want_t
   return absl::OkStatus();
 }
 
-// Batches per epoch of shard `index` of `shards` (every shards-th sample).
-int64_t BatchesPerEpoch(int64_t n, int index, int shards, int64_t batch) {
-  const int64_t shard_size = (n + shards - 1 - index) / shards;
-  return (shard_size + batch - 1) / std::max<int64_t>(batch, 1);
+// Batches per epoch of shard `index` of `shards`, as the trainer's sampler
+// will draw them.
+absl::StatusOr<int64_t> BatchesPerEpoch(int64_t n, int index, int shards, int64_t batch) {
+  absl::StatusOr<data::BatchSampler> s =
+      data::BatchSampler::Create(n, batch, /*seed=*/0, index, shards, /*shuffle=*/false,
+                                 /*drop_last=*/false);
+  if (!s.ok()) return s.status();
+  return s->BatchesPerEpoch();
 }
 
 int ExitCodeFor(const absl::Status& s) {
@@ -173,8 +178,9 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
   }
   absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
   if (!model.ok()) return fail(model.status());
-  const int64_t per_epoch =
+  absl::StatusOr<int64_t> per_epoch =
       BatchesPerEpoch(train.size(), role.worker_id, role.num_workers, o.trainer.batch_size);
+  if (!per_epoch.ok()) return fail(per_epoch.status());
   ps::PsExchangeOptions eo;
   eo.ps_addresses = role.ps;
   eo.worker = role.worker_id;
@@ -185,7 +191,7 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
   eo.token = o.job_token;
   eo.peer_timeout_seconds = o.peer_timeout_seconds;
   eo.total_steps =
-      per_epoch * o.trainer.epochs * (mode.kind == ps::ExchangeMode::kSync ? 1 : role.num_workers);
+      *per_epoch * o.trainer.epochs * (mode.kind == ps::ExchangeMode::kSync ? 1 : role.num_workers);
   progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
                              " shard=", role.worker_id, "/", role.num_workers, " train=",
                              train.size(), " ps=", role.ps.size(), " mode=", mode.ToString()));
@@ -233,6 +239,7 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& o
   std::span<float> params = (*model)->params();
   int64_t last_step = -1;
   double last_ok = clock.NowSeconds();
+  std::string last_error;
   while (true) {
     int64_t step = INT64_MAX;
     bool finished = true;
@@ -264,10 +271,16 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& o
         progress.Info("training finished; evaluator done");
         return kExitSuccess;
       }
-    } else if (clock.NowSeconds() - last_ok > o.peer_timeout_seconds) {
-      err << "kubetrain: error: " << role.name << ": lost the parameter servers for more than "
-          << o.peer_timeout_seconds << "s: " << error.message() << std::endl;
-      return kExitPeerLost;
+    } else {
+      if (error.message() != last_error) {
+        progress.Info(absl::StrCat("waiting for the parameter servers: ", error.message()));
+        last_error = std::string(error.message());
+      }
+      if (clock.NowSeconds() - last_ok > o.peer_timeout_seconds) {
+        err << "kubetrain: error: " << role.name << ": lost the parameter servers for more than "
+            << o.peer_timeout_seconds << "s: " << error.message() << std::endl;
+        return kExitPeerLost;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(
         static_cast<int64_t>(std::max(0.1, o.eval_interval_seconds) * 1000)));
@@ -298,9 +311,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   // The schedule spans the whole run; cosine needs the step count.
   LrScheduleOptions lr = o.lr;
   if (lr.total_steps == 0) {
-    lr.total_steps = BatchesPerEpoch(train.size(), o.trainer.shard_index, o.trainer.num_shards,
-                                     o.trainer.batch_size) *
-                     o.trainer.epochs;
+    absl::StatusOr<int64_t> per_epoch = BatchesPerEpoch(train.size(), o.trainer.shard_index,
+                                                        o.trainer.num_shards, o.trainer.batch_size);
+    if (!per_epoch.ok()) return per_epoch.status();
+    lr.total_steps = *per_epoch * o.trainer.epochs;
   }
   absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();

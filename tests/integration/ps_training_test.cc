@@ -147,6 +147,22 @@ TEST(PsFaults, APsWhoseWorkerNeverComesExitsRetryableNamingIt) {
   EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("peer lost: worker-0 (never registered)"));
 }
 
+TEST(PsFaults, ASecondPsOnATakenPortFailsLoudlyInsteadOfSharingIt) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 1);
+  job.Start("ps", 0, {"--peer-timeout", "60"});
+  // Once the first one listens, start an impostor on its port.
+  ASSERT_TRUE(job.WaitForOutput(
+      "ps", 0, [](const std::string& o) { return o.find("listening on port") != o.npos; },
+      std::chrono::seconds(30)))
+      << job.Output("ps", 0);
+  std::vector<std::string> env = {"TF_CONFIG=" + job.TfConfig("ps", 0)};
+  testing_util::RunningProcess impostor({KUBETRAIN_BIN, "train", "--peer-timeout", "60"}, env);
+  ASSERT_EQ(impostor.Wait(std::chrono::seconds(30)), 1) << impostor.Output();
+  EXPECT_THAT(impostor.Output(), ::testing::HasSubstr("cannot listen on 0.0.0.0:"));
+  job.Kill("ps", 0, SIGTERM);
+  EXPECT_EQ(job.Wait("ps", 0, std::chrono::seconds(30)), 128 + SIGTERM);
+}
+
 TEST(PsFaults, TheJobTokenIsRequiredWhenSet) {
   LocalReplicas job(KUBETRAIN_BIN, 1, 1);
   job.Start("ps", 0, {"--peer-timeout", "30"}, {"KUBETRAIN_JOB_TOKEN=right"});
@@ -171,8 +187,8 @@ TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
   }
   LocalReplicas job(KUBETRAIN_BIN, 1, 2);
   const std::vector<std::string> args = {
-      "--train-limit",        "6000", "--epochs",    "2", "--threads", "1",
-      "--eval-interval-secs", "0.2",  "--log-every", "0"};
+      "--train-limit",        "6000", "--epochs",    "2", "--threads",      "1",
+      "--eval-interval-secs", "0.2",  "--log-every", "0", "--peer-timeout", "45"};
   job.StartAll(args);
   job.Start("evaluator", 0, args);
   ASSERT_EQ(job.Wait("evaluator", 0, std::chrono::seconds(300)), 0) << job.Output("evaluator", 0);

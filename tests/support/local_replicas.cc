@@ -84,3 +84,14 @@ std::string LocalReplicas::Output(const std::string& type, int index) const {
 }
 
 }  // namespace kubetrain::testing_util
+
+namespace kubetrain::testing_util {
+
+bool LocalReplicas::WaitForOutput(const std::string& type, int index,
+                                  const std::function<bool(const std::string&)>& pred,
+                                  std::chrono::seconds timeout) {
+  auto it = replicas_.find(Key(type, index));
+  return it != replicas_.end() && it->second->WaitForOutput(pred, timeout);
+}
+
+}  // namespace kubetrain::testing_util

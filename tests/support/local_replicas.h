@@ -37,6 +37,10 @@ class LocalReplicas {
   bool WaitAll(std::chrono::seconds timeout);
   int ExitCode(const std::string& type, int index) const;
   std::string Output(const std::string& type, int index) const;
+  // Waits until `pred(output)` holds for the replica; false on timeout.
+  bool WaitForOutput(const std::string& type, int index,
+                     const std::function<bool(const std::string&)>& pred,
+                     std::chrono::seconds timeout);
 
  private:
   static std::string Key(const std::string& type, int index);

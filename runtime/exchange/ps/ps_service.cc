@@ -67,7 +67,7 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
       shard_.BeginStaging(header.worker(), header.step(), initialize);
   if (absl::IsAlreadyExists(staging.status())) {
     resp->set_accepted(false);  // duplicate of an accepted gradient: dropped
-    resp->set_global_step(shard_.Status().global_step());
+    resp->set_global_step(shard_.global_step());
     resp->set_incarnation(incarnation);
     return grpc::Status::OK;
   }
@@ -122,7 +122,7 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   }
   shard_.EndStaging(header.worker());
   if (!commit.ok()) return ToGrpc(commit);
-  resp->set_global_step(shard_.Status().global_step());
+  resp->set_global_step(shard_.global_step());
   resp->set_incarnation(incarnation);
   return grpc::Status::OK;
 }
@@ -202,7 +202,7 @@ grpc::Status PsService::Checkpoint(grpc::ServerContext* ctx, const v1::Checkpoin
   absl::StatusOr<std::string> path = shard_.WriteCheckpointNow();
   if (!path.ok()) return ToGrpc(path.status());
   resp->set_path(*path);
-  resp->set_global_step(shard_.Status().global_step());
+  resp->set_global_step(shard_.global_step());
   return grpc::Status::OK;
 }
 

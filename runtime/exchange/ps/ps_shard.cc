@@ -202,12 +202,18 @@ void PsShard::ApplyLocked(std::span<const float> grad) {
 }
 
 absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CheckWorker(worker);
+  }
+  // The caller staged this slot (BeginStaging), so no one else touches it:
+  // scan it for NaN/Inf before taking the lock other workers wait on.
   Worker& w = workers_[worker];
   const float* g = w.slot.data();
   int64_t bad = 0;
   for (size_t i = 0; i < w.slot.size(); ++i) bad += std::isfinite(g[i]) ? 0 : 1;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
   if (bad > 0) {
     ++rejected_;
     const std::string msg = absl::StrCat("gradient from ", w.name, " for step ", step, " has ", bad,
@@ -352,6 +358,11 @@ bool PsShard::Done(int worker) {
   }
   cv_.notify_all();
   return done_count_ >= opt_.num_workers;
+}
+
+int64_t PsShard::global_step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return global_step_;
 }
 
 bool PsShard::finished() const {

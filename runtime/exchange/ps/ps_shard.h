@@ -99,8 +99,8 @@ class PsShard {
   absl::StatusOr<bool> CommitInitialize(int worker, int64_t step, int64_t total_steps);
 
   // Validates the staged gradient (finite values) and applies it by the
-  // mode's rules. Rejections leave the parameters untouched and are
-  // counted.
+  // mode's rules. Call only with a slot staged by BeginStaging. Rejections leave the parameters
+  // untouched and are counted.
   absl::StatusOr<PushResult> CommitPush(int worker, int64_t step);
 
   // Counts a push rejected before commit (bad size or offset, bad chunk).
@@ -115,6 +115,7 @@ class PsShard {
   // Marks the worker finished; true when every worker has finished.
   bool Done(int worker);
   bool finished() const;
+  int64_t global_step() const;
   // True when an observer (evaluator) is expected or has pulled, but none
   // has yet been told the job finished: the server lingers so it can be.
   bool ObserverWaitingForTheEnd() const;
