@@ -1,0 +1,217 @@
+// The TrainingJob CRD: its shape, that it matches the fields the operator
+// reads (operator/api/training_job.cc), that every example passes its schema
+// and CEL rules, that every job in invalid-jobs/ is refused naming the field,
+// and that the immutability transition rule holds.
+import {test} from 'node:test'
+import assert from 'node:assert/strict'
+import {readFileSync, readdirSync} from 'node:fs'
+import {join} from 'node:path'
+import {CrdValidator, loadYamlFile} from '../../tools/node/lib/crd.mjs'
+
+const ROOT = new URL('../..', import.meta.url).pathname
+const CRD_PATH = join(ROOT, 'crds/kubetrain.io_trainingjobs.yaml')
+const crd = loadYamlFile(CRD_PATH)[0]
+const validator = new CrdValidator(crd)
+const version = crd.spec.versions[0]
+const schema = version.schema.openAPIV3Schema
+
+function yamlFiles(dir) {
+  return readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f)).sort().map((f) => join(dir, f))
+}
+
+test('names, scope, subresource and printer columns', () => {
+  assert.equal(crd.metadata.name, 'trainingjobs.kubetrain.io')
+  assert.equal(crd.spec.group, 'kubetrain.io')
+  assert.equal(crd.spec.scope, 'Namespaced')
+  assert.deepEqual(crd.spec.names, {
+    kind: 'TrainingJob', listKind: 'TrainingJobList', plural: 'trainingjobs',
+    singular: 'trainingjob', shortNames: ['tj'], categories: ['all'],
+  })
+  assert.equal(crd.spec.versions.length, 1)
+  assert.equal(version.name, 'v1alpha1')
+  assert.ok(version.served && version.storage)
+  assert.deepEqual(version.subresources, {status: {}})
+  const cols = Object.fromEntries(version.additionalPrinterColumns.map((c) => [c.name, [c.type, c.jsonPath]]))
+  assert.deepEqual(cols, {
+    Status: ['string', '.status.conditions[-1:].type'],
+    Step: ['integer', '.status.progress.step'],
+    Loss: ['number', '.status.progress.loss'],
+    Accuracy: ['number', '.status.progress.accuracy'],
+    Age: ['date', '.metadata.creationTimestamp'],
+  })
+})
+
+// Structural schema rules the API server enforces at CRD creation that a test
+// can check without one: every node has a type (or preserves unknown fields),
+// properties and additionalProperties never together, defaults inside enums
+// and bounds, every CEL rule has a message.
+test('the schema is structural', () => {
+  const problems = []
+  const walk = (s, path) => {
+    if (!s.type && !s['x-kubernetes-preserve-unknown-fields'] && !s['x-kubernetes-int-or-string']) problems.push(`${path}: no type`)
+    if (s.properties && typeof s.additionalProperties === 'object') problems.push(`${path}: properties and additionalProperties`)
+    if ('default' in s && s.enum && !s.enum.includes(s.default)) problems.push(`${path}: default not in enum`)
+    if ('default' in s && 'minimum' in s && s.default < s.minimum) problems.push(`${path}: default below minimum`)
+    for (const r of s['x-kubernetes-validations'] || []) if (!r.message) problems.push(`${path}: CEL rule without message`)
+    for (const [k, sub] of Object.entries(s.properties || {})) walk(sub, `${path}.${k}`)
+    if (typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${path}.*`)
+    if (s.items) walk(s.items, `${path}[]`)
+  }
+  walk(schema, '')
+  assert.deepEqual(problems, [])
+})
+
+// Property names the schema declares under spec (typed fields only; the
+// unknown fields a pod template keeps are not listed).
+function schemaKeys(s, out = new Set()) {
+  for (const [k, sub] of Object.entries(s.properties || {})) {
+    out.add(k)
+    schemaKeys(sub, out)
+  }
+  if (typeof s.additionalProperties === 'object') schemaKeys(s.additionalProperties, out)
+  if (s.items) schemaKeys(s.items, out)
+  return out
+}
+
+// Keys operator/api/training_job.cc reads: the literal in every
+// Get*(obj, "key", ...), find("key") and CheckKnownFields list.
+function operatorKeys() {
+  const src = readFileSync(join(ROOT, 'operator/api/training_job.cc'), 'utf8')
+  const keys = new Set()
+  for (const m of src.matchAll(/\bGet(?:String|Bool|OptionalInt|StringMap|StringList|Enum<\w+>)\(\s*[\w*]+,\s*"(\w+)"/g)) keys.add(m[1])
+  for (const m of src.matchAll(/(?:\.|->)find\("(\w+)"\)/g)) keys.add(m[1])
+  for (const m of src.matchAll(/CheckKnownFields\([^{]*\{([^}]*)\}/g)) {
+    for (const k of m[1].matchAll(/"(\w+)"/g)) keys.add(k[1])
+  }
+  return keys
+}
+
+test('the schema declares exactly the fields the operator reads', () => {
+  const op = operatorKeys()
+  assert.ok(op.size > 20, `found only ${op.size} keys in training_job.cc: has its style changed?`)
+  // ObjectMeta is the API server's, not the CRD schema's.
+  const objectMeta = new Set(['name', 'namespace', 'labels', 'annotations', 'uid', 'resourceVersion', 'generation'])
+  const statusKeys = schemaKeys(schema.properties.status)
+  const specKeys = schemaKeys(schema.properties.spec)
+  const declared = new Set([...specKeys, 'apiVersion', 'kind', 'metadata', 'spec', 'status', ...objectMeta])
+  const missing = [...op].filter((k) => !declared.has(k))
+  const unread = [...specKeys].filter((k) => !op.has(k))
+  assert.deepEqual(missing, [], 'fields the operator reads but the CRD does not declare')
+  assert.deepEqual(unread, [], 'fields the CRD declares under spec but the operator never reads')
+  // The status is ARCHITECTURE.md's.
+  assert.deepEqual([...statusKeys].sort(), ['accuracy', 'active', 'completionTime', 'conditions', 'failed',
+    'lastReconcileTime', 'lastTransitionTime', 'lastUpdateTime', 'loss', 'message', 'progress', 'ready',
+    'reason', 'replicaStatuses', 'samplesPerSecond', 'selector', 'startTime', 'status', 'step', 'succeeded',
+    'totalSteps', 'type', 'updatedAt'])
+})
+
+test('defaults and enums agree with operator/api/training_job.h', () => {
+  const h = readFileSync(join(ROOT, 'operator/api/training_job.h'), 'utf8')
+  const rs = schema.properties.spec.properties.replicaSpecs.additionalProperties.properties
+  const rp = schema.properties.spec.properties.runPolicy.properties
+  assert.equal(rs.replicas.default, 1)
+  assert.match(h, /std::optional<int32_t> replicas;\s*\/\/ default 1/)
+  const restart = h.match(/kDefaultRestartPolicy = RestartPolicy::k(\w+);/)[1]
+  assert.equal(rs.restartPolicy.default, restart)
+  assert.deepEqual(rs.restartPolicy.enum, [...h.match(/enum class RestartPolicy \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1]))
+  assert.deepEqual(rp.cleanPodPolicy.enum, [...h.match(/enum class CleanPodPolicy \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1]))
+  assert.equal(rp.cleanPodPolicy.default, 'Running')
+  assert.match(h, /clean_pod_policy;\s*\/\/ default Running/)
+  assert.deepEqual(schema.properties.spec.properties.successPolicy.enum, ['', 'AllWorkers'])
+  const types = [...h.match(/enum class ReplicaType \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1])
+  const keysRule = schema.properties.spec.properties.replicaSpecs['x-kubernetes-validations'][0].rule
+  assert.deepEqual([...keysRule.matchAll(/'(\w+)'/g)].map((m) => m[1]), types)
+})
+
+const EXAMPLES = yamlFiles(join(ROOT, 'examples'))
+
+test('every example passes the schema and the CEL rules', () => {
+  assert.ok(EXAMPLES.length >= 6, `only ${EXAMPLES.length} examples`)
+  for (const file of EXAMPLES) {
+    for (const doc of loadYamlFile(file)) {
+      if (doc.kind !== 'TrainingJob') continue
+      const {errors, object} = validator.validate(doc)
+      assert.deepEqual(errors, [], file)
+      // Defaults as the API server stores them.
+      for (const r of Object.values(object.spec.replicaSpecs)) {
+        assert.ok(Number.isInteger(r.replicas) && typeof r.restartPolicy === 'string', file)
+      }
+      assert.equal(typeof object.spec.runPolicy?.cleanPodPolicy, 'string', file)
+    }
+  }
+})
+
+test('defaults are applied as the operator applies them', () => {
+  const {errors, object} = validator.validate({
+    apiVersion: 'kubetrain.io/v1alpha1', kind: 'TrainingJob', metadata: {name: 'mini'},
+    spec: {replicaSpecs: {Worker: {template: {spec: {containers: [{name: 'c', image: 'i'}]}}}}, runPolicy: {}},
+  })
+  assert.deepEqual(errors, [])
+  assert.equal(object.spec.replicaSpecs.Worker.replicas, 1)
+  assert.equal(object.spec.replicaSpecs.Worker.restartPolicy, 'Never')
+  assert.equal(object.spec.runPolicy.cleanPodPolicy, 'Running')
+})
+
+const INVALID = yamlFiles(join(ROOT, 'tests/packaging/invalid-jobs'))
+
+test('every invalid job is refused with a message naming the field', () => {
+  assert.ok(INVALID.length >= 12, `only ${INVALID.length} invalid jobs`)
+  for (const file of INVALID) {
+    const text = readFileSync(file, 'utf8')
+    const expect = text.match(/^# expect: (.+)$/m)
+    assert.ok(expect, `${file}: no "# expect:" line`)
+    const [doc] = loadYamlFile(file)
+    const {errors} = validator.validate(doc)
+    assert.ok(errors.length > 0, `${file}: accepted`)
+    assert.ok(errors.some((e) => e.includes(expect[1])), `${file}: no error names "${expect[1]}": ${JSON.stringify(errors)}`)
+    console.log(`${file.slice(ROOT.length)}: ${errors[0]}`)
+  }
+})
+
+test('replicaSpecs are immutable while Running, except Worker replicas', () => {
+  const [job] = loadYamlFile(join(ROOT, 'examples/fmnist-ps-sync.yaml'))
+  const running = structuredClone(job)
+  running.status = {conditions: [{type: 'Created', status: 'True'}, {type: 'Running', status: 'True'}]}
+  const update = (change, old = running) => {
+    const next = structuredClone(old)
+    change(next)
+    return validator.validate(next, old).errors
+  }
+  assert.deepEqual(update((j) => { j.spec.replicaSpecs.Worker.replicas = 4 }), [])
+  assert.deepEqual(update((j) => { j.spec.runPolicy.backoffLimit = 5 }), [])
+  const immutable = [
+    (j) => { j.spec.replicaSpecs.PS.replicas = 2 },
+    (j) => { j.spec.replicaSpecs.Worker.restartPolicy = 'Never' },
+    (j) => { j.spec.replicaSpecs.Worker.template.spec.containers[0].image = 'kubetrain:v2' },
+    (j) => { j.spec.replicaSpecs.PS.template.spec.containers[0].args.push('--lr=0.1') },
+    (j) => { delete j.spec.replicaSpecs.PS },
+    (j) => { j.spec.replicaSpecs.Evaluator = structuredClone(j.spec.replicaSpecs.PS) },
+  ]
+  for (const change of immutable) {
+    const errors = update(change)
+    assert.ok(errors.some((e) => e.includes('spec.replicaSpecs: immutable while the job is Running')), JSON.stringify(errors))
+  }
+  // Before it runs, and after it finished, anything goes.
+  const created = structuredClone(job)
+  created.status = {conditions: [{type: 'Created', status: 'True'}]}
+  assert.deepEqual(update((j) => { j.spec.replicaSpecs.PS.replicas = 2 }, created), [])
+  const done = structuredClone(job)
+  done.status = {conditions: [{type: 'Running', status: 'False'}, {type: 'Succeeded', status: 'True'}]}
+  assert.deepEqual(update((j) => { j.spec.replicaSpecs.PS.replicas = 2 }, done), [])
+})
+
+test('status written by the operator validates', () => {
+  const [job] = loadYamlFile(join(ROOT, 'examples/fmnist-ps-sync.yaml'))
+  job.status = {
+    conditions: [{type: 'Running', status: 'True', reason: 'JobRunning', message: 'm',
+      lastTransitionTime: '2025-01-01T00:00:00Z', lastUpdateTime: '2025-01-01T00:00:00Z'}],
+    replicaStatuses: {PS: {active: 1}, Worker: {active: 2, ready: 2, succeeded: 0, failed: 0,
+      selector: 'kubetrain.io/job-name=fmnist-ps-sync,kubetrain.io/replica-type=worker'}},
+    startTime: '2025-01-01T00:00:00Z', lastReconcileTime: '2025-01-01T00:00:05Z',
+    progress: {step: 1200, totalSteps: 9380, loss: 0.41, accuracy: 0.86, samplesPerSecond: 5120.5,
+      updatedAt: '2025-01-01T00:00:05Z'},
+  }
+  assert.deepEqual(validator.validate(job).errors, [])
+  job.status.progress.step = 'many'
+  assert.ok(validator.validate(job).errors.some((e) => e.startsWith('status.progress.step')))
+})
