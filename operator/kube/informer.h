@@ -1,0 +1,127 @@
+// Informer: keeps an ObjectCache equal to the server's view of one resource
+// (optionally one namespace and selector) with list + watch, and tells
+// handlers what changed.
+//
+// The loop (client-go's Reflector): list every page, replace the cache, then
+// watch from the list's resourceVersion with bookmarks. A watch that ends at
+// its timeout resumes at once from the last version seen; a dropped
+// connection, an injected 5xx or a malformed line resumes from there after a
+// jittered backoff; an expired version (410 Gone, as an HTTP answer or an
+// ERROR event) triggers a fresh list. A relist diffs against the cache, so
+// handlers see adds, updates and deletes for whatever changed while the
+// watch was down. Optional periodic resync re-delivers every object as an
+// update (old == new) so level-triggered controllers re-check everything.
+//
+// Handlers run on the informer's thread, in event order; keep them short
+// (enqueue a key). Thread-safe: Start/Stop from any thread, cache reads
+// from any thread.
+#ifndef KUBETRAIN_OPERATOR_KUBE_INFORMER_H_
+#define KUBETRAIN_OPERATOR_KUBE_INFORMER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/logger.h"
+#include "operator/kube/object_cache.h"
+#include "operator/kube/resource.h"
+
+namespace kubetrain::kube {
+
+struct InformerOptions {
+  std::string namespace_name;  // "" = all namespaces
+  std::string label_selector;
+  std::string field_selector;
+  absl::Duration resync_period = absl::ZeroDuration();  // 0: never
+  int64_t page_size = 500;
+  // 0: a random length in [300 s, 600 s) per watch, as client-go does.
+  int watch_timeout_seconds = 0;
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(30);
+};
+
+struct InformerHandlers {
+  std::function<void(const ObjectPtr& object)> on_add;
+  std::function<void(const ObjectPtr& old_object, const ObjectPtr& new_object)> on_update;
+  // The last state known; after a relist it may be older than the deletion.
+  std::function<void(const ObjectPtr& last_known)> on_delete;
+};
+
+struct InformerStats {
+  int64_t lists = 0;
+  int64_t watches = 0;
+  int64_t relists_after_gone = 0;
+  int64_t events = 0;
+  int64_t watch_errors = 0;
+  int64_t decode_errors = 0;
+  std::string last_resource_version;
+};
+
+class Informer {
+ public:
+  // Borrows `client` and `logger`, which must outlive this.
+  Informer(KubeClient& client, const ResourceType& type, InformerOptions options, Logger* logger);
+  ~Informer();  // Stop()
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  // Before Start: handlers then see every object as an add. After Start: the
+  // cached objects are replayed to the new handlers as adds.
+  void AddHandlers(InformerHandlers handlers);
+  void Start();
+  // Cancels the open watch and joins the threads; returns promptly.
+  void Stop();
+
+  bool HasSynced() const { return synced_.load(); }
+  // Blocks until the first list is in the cache; false on timeout or Stop.
+  bool WaitForSync(absl::Duration timeout) const;
+
+  const ObjectCache& cache() const { return cache_; }
+  ObjectCache& mutable_cache() { return cache_; }
+  const ResourceType& type() const { return type_; }
+  InformerStats Stats() const;
+
+ private:
+  void Run();
+  void ResyncLoop();
+  // Lists every page and diffs into the cache. False when stopping.
+  absl::Status ListAndReplace();
+  // Watches until the stream ends or fails. OK on a clean end.
+  absl::Status WatchOnce();
+  void Apply(const WatchEvent& event);
+  // Sleeps up to `d`; false when Stop() was called.
+  bool SleepUnlessStopped(absl::Duration d);
+  void Dispatch(const std::function<void(const InformerHandlers&)>& call);
+
+  KubeClient& client_;
+  const ResourceType type_;
+  const InformerOptions options_;
+  Logger* const logger_;
+  const std::string name_;
+  ObjectCache cache_;
+  std::atomic<bool> synced_{false};
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  WatchStream* open_watch_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string resource_version_ ABSL_GUARDED_BY(mu_);
+  InformerStats stats_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex handlers_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<InformerHandlers> handlers_ ABSL_GUARDED_BY(handlers_mu_);
+
+  std::thread thread_;
+  std::thread resync_thread_;
+};
+
+}  // namespace kubetrain::kube
+
+#endif  // KUBETRAIN_OPERATOR_KUBE_INFORMER_H_
