@@ -1,0 +1,98 @@
+{{/* kubetrain chart helpers. */}}
+
+{{- define "kubetrain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* <release>-kubetrain, or the release name when it already says kubetrain. */}}
+{{- define "kubetrain.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kubetrain.operatorName" -}}
+{{- printf "%s-operator" (include "kubetrain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kubetrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kubetrain.operatorName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kubetrain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubetrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "kubetrain.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kubetrain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubetrain
+{{- end }}
+
+{{- define "kubetrain.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "kubetrain.runtimeImage" -}}
+{{- printf "%s:%s" .Values.runtimeImage.repository (default .Chart.AppVersion .Values.runtimeImage.tag) }}
+{{- end }}
+
+{{- define "kubetrain.leaderElectionNamespace" -}}
+{{- default .Release.Namespace .Values.operator.leaderElection.namespace }}
+{{- end }}
+
+{{/*
+The operator's permissions, least privilege: exactly what kubetrain-operator
+calls. Leases and events are listed here too; in namespace-scoped mode they are
+also granted in the leader-election namespace (see rbac.yaml).
+*/}}
+{{- define "kubetrain.rules" -}}
+- apiGroups: [kubetrain.io]
+  resources: [trainingjobs]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [kubetrain.io]
+  resources: [trainingjobs/status]
+  verbs: [get, update, patch]
+- apiGroups: [kubetrain.io]
+  resources: [trainingjobs/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, list, watch, create, delete]
+{{- end }}
+
+{{- define "kubetrain.leaderElectionRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
