@@ -40,8 +40,10 @@ test('every YAML/JSON file parses', () => {
   console.log(`${n} files parsed`)
 })
 
-test('Kubernetes objects in crds/, deploy/ and examples/ name their apiVersion, kind and name', () => {
-  for (const top of ['crds', 'deploy', 'examples']) {
+// deploy/prometheus and deploy/grafana hold Prometheus and Grafana files, not
+// Kubernetes objects.
+test('Kubernetes objects in crds/, deploy/{base,overlays} and examples/ name their apiVersion, kind and name', () => {
+  for (const top of ['crds', 'deploy/base', 'deploy/overlays', 'examples']) {
     for (const file of walk(join(ROOT, top))) {
       if (!/\.ya?ml$/.test(file)) continue
       for (const doc of loadYamlDocuments(readFileSync(file, 'utf8'), file)) {
