@@ -3,10 +3,12 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "kubetrain/clock.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
@@ -100,6 +102,18 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--eval-interval-secs", o.eval_interval_seconds,
                   "Evaluator: seconds between evaluations")
       ->capture_default_str();
+  // Output and metrics.
+  cmd->add_option("--log-format", o.log_format,
+                  "Progress lines as key=value text, or one JSON object per line")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--metrics-port", o.metrics_port,
+                  "Serve Prometheus metrics on this port at /metrics (default: "
+                  "$KUBETRAIN_METRICS_PORT when set, else 8090; 0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-address", o.metrics_address, "Address the metrics server listens on")
+      ->capture_default_str();
 }
 
 // This binary's path, for replicas whose container has no command.
@@ -130,6 +144,17 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kubetrain 0.1.0");
 
   kubetrain::train::TrainCommandOptions train_options;
+  // The operator and `kubetrain run` give each replica its metrics port.
+  if (const std::string port = Env("KUBETRAIN_METRICS_PORT"); !port.empty()) {
+    int value = 0;
+    if (absl::SimpleAtoi(port, &value) && value >= 0 && value <= 65535) {
+      train_options.metrics_port = value;
+    } else {
+      std::cerr << "kubetrain: error: KUBETRAIN_METRICS_PORT='" << port << "' is not a port number"
+                << std::endl;
+      return 1;
+    }
+  }
   CLI::App* train = app.add_subcommand("train", "Train a model in this process");
   AddTrainFlags(train, train_options);
   // Any flag may also come from a TOML/INI file, under a [train] section
@@ -184,5 +209,11 @@ int main(int argc, char** argv) {
   kubetrain::RealClock clock;
   train_options.tf_config = Env("TF_CONFIG");
   train_options.job_token = Env("KUBETRAIN_JOB_TOKEN");
+  train_options.job_name = Env("KUBETRAIN_JOB_NAME");
+  train_options.job_namespace = Env("KUBETRAIN_NAMESPACE");
+  train_options.replica_type = Env("KUBETRAIN_REPLICA_TYPE");
+  train_options.replica_index = Env("KUBETRAIN_REPLICA_INDEX");
+  train_options.start_time_unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return kubetrain::train::RunTrainCommand(train_options, std::cout, std::cerr, clock);
 }

@@ -1,6 +1,8 @@
 #include "runtime/train/train_command.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -15,6 +17,9 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_server.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/metrics/constant_labels.h"
+#include "runtime/metrics/metrics_server.h"
+#include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/blas.h"
 
@@ -78,6 +83,7 @@ FinalLine MakeFinal(const TrainResult& r, int64_t epochs, bool has_test) {
   f.epochs = epochs;
   f.seconds = r.seconds;
   f.samples_per_second = r.samples_per_second;
+  f.exchange_share = r.exchange_share;
   return f;
 }
 
@@ -118,7 +124,8 @@ absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
 }
 
 int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
-          std::ostream& out, std::ostream& err, const Clock& clock) {
+          ProgressReporter& log, metrics::RuntimeMetrics* metrics, std::ostream& err,
+          const Clock& clock) {
   const std::string& address = role.ps[static_cast<size_t>(role.tf.task_index)];
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
@@ -154,12 +161,13 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   so.shard.keep_checkpoints = o.keep_checkpoints;
   so.token = o.job_token;
   so.peer_timeout_seconds = o.peer_timeout_seconds;
-  ProgressReporter log(out);
+  so.metrics = metrics;
   return ps::RunParameterServer(so, clock, [&log](const std::string& m) { log.Info(m); });
 }
 
 int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
-              v1::WireDType dtype, std::ostream& out, std::ostream& err, const Clock& clock) {
+              v1::WireDType dtype, ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
+              std::ostream& err, const Clock& clock) {
   auto fail = [&](const absl::Status& s) {
     err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
     return ExitCodeFor(s);
@@ -169,7 +177,6 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
         "this job has no PS replicas: worker-only jobs exchange by allreduce, which this "
         "build does not include yet"));
   }
-  ProgressReporter progress(out);
   const bool initializer = role.worker_id == 0;
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
@@ -190,6 +197,7 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
   eo.wire_dtype = dtype;
   eo.token = o.job_token;
   eo.peer_timeout_seconds = o.peer_timeout_seconds;
+  eo.metrics = metrics;
   eo.total_steps =
       *per_epoch * o.trainer.epochs * (mode.kind == ps::ExchangeMode::kSync ? 1 : role.num_workers);
   progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
@@ -203,6 +211,7 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
   TrainerOptions to = o.trainer;
   to.shard_index = role.worker_id;
   to.num_shards = role.num_workers;
+  to.metrics = metrics;
   to.lr_for_step = [&](int64_t) { return schedule->At(exchange.global_step()); };
   Trainer trainer(**model, exchange, train, initializer ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
@@ -213,9 +222,8 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
 
 // Evaluates the parameter servers' current parameters every interval until
 // the workers finish.
-int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& out,
-                 std::ostream& err, const Clock& clock) {
-  ProgressReporter progress(out);
+int RunEvaluator(const TrainCommandOptions& o, const Role& role, ProgressReporter& progress,
+                 metrics::RuntimeMetrics* metrics, std::ostream& err, const Clock& clock) {
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, false, true, &train, &test); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
@@ -263,6 +271,10 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& o
       last_ok = clock.NowSeconds();
       if (step != last_step) {
         EvalResult ev = Evaluate(**model, test, o.trainer.eval_batch_size);
+        if (metrics != nullptr) {
+          metrics->SetEvaluation(ev.loss, ev.accuracy);
+          metrics->SetGlobalStep(step);
+        }
         progress.Info(
             absl::StrCat("eval step=", step, " test_loss=", ev.loss, " test_acc=", ev.accuracy));
         last_step = step;
@@ -287,12 +299,10 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, std::ostream& o
   }
 }
 
-}  // namespace
-
-absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostream& out,
-                                        const Clock& clock) {
+absl::StatusOr<TrainResult> RunTrainingWith(const TrainCommandOptions& o,
+                                            ProgressReporter& progress,
+                                            metrics::RuntimeMetrics* metrics, const Clock& clock) {
   SetBlasThreads(o.threads);
-  ProgressReporter progress(out);
 
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, true, true, &train, &test); !s.ok()) return s;
@@ -322,6 +332,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   exchange::LocalExchange exchange(*std::move(optimizer), *schedule);
   TrainerOptions to = o.trainer;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
+  to.metrics = metrics;
   Trainer trainer(**model, exchange, train, test.size() > 0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return result.status();
@@ -329,11 +340,72 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
   return result;
 }
 
+// Metrics for this replica's role, served on --metrics-port unless 0. A
+// port that cannot be bound is reported and training goes on without it:
+// metrics must never stop a job.
+struct ReplicaMetrics {
+  std::unique_ptr<metrics::RuntimeMetrics> metrics;
+  std::unique_ptr<metrics::MetricsServer> server;
+};
+
+ReplicaMetrics StartMetrics(const TrainCommandOptions& o, const Role* role,
+                            ProgressReporter& progress) {
+  metrics::RuntimeMetricsOptions mo;
+  const std::map<std::string, std::string> env = {{"KUBETRAIN_JOB_NAME", o.job_name},
+                                                  {"KUBETRAIN_NAMESPACE", o.job_namespace},
+                                                  {"KUBETRAIN_REPLICA_TYPE", o.replica_type},
+                                                  {"KUBETRAIN_REPLICA_INDEX", o.replica_index}};
+  mo.constant_labels = metrics::ConstantLabelsFromEnv(
+      [&env](const std::string& name) -> std::optional<std::string> {
+        auto it = env.find(name);
+        if (it == env.end() || it->second.empty()) return std::nullopt;
+        return it->second;
+      },
+      role != nullptr ? role->tf.task_type : "",
+      role != nullptr ? absl::StrCat(role->tf.task_index) : "");
+  const std::string type = role != nullptr ? role->tf.task_type : "";
+  const bool trains = role == nullptr || type == "worker" || type == "chief";
+  mo.training = trains;
+  mo.evaluates = role == nullptr || type == "evaluator" || (trains && role->worker_id == 0);
+  mo.ps_client = role != nullptr && trains;
+  mo.ps_server = type == "ps";
+  mo.start_time_unix_seconds = o.start_time_unix_seconds;
+  ReplicaMetrics r;
+  r.metrics = std::make_unique<metrics::RuntimeMetrics>(mo);
+  if (o.metrics_port > 0) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> server =
+        metrics::MetricsServer::Start(o.metrics_address, o.metrics_port, r.metrics->registry());
+    if (server.ok()) {
+      r.server = *std::move(server);
+      progress.Info(
+          absl::StrCat("metrics on http://", o.metrics_address, ":", r.server->port(), "/metrics"));
+    } else {
+      progress.Info(absl::StrCat("warning: no metrics: ", server.status().message()));
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostream& out,
+                                        const Clock& clock) {
+  ProgressReporter progress(out);
+  return RunTrainingWith(o, progress, /*metrics=*/nullptr, clock);
+}
+
 int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostream& err,
                     const Clock& clock) {
   SetBlasThreads(o.threads);
+  absl::StatusOr<LogFormat> format = ParseLogFormat(o.log_format);
+  if (!format.ok()) {
+    err << "kubetrain: error: " << format.status().message() << std::endl;
+    return kExitPermanent;
+  }
+  ProgressReporter progress(out, "", *format);
   if (o.tf_config.empty()) {
-    absl::StatusOr<TrainResult> r = RunTraining(o, out, clock);
+    ReplicaMetrics m = StartMetrics(o, nullptr, progress);
+    absl::StatusOr<TrainResult> r = RunTrainingWith(o, progress, m.metrics.get(), clock);
     if (!r.ok()) {
       err << "kubetrain: error: " << r.status().message() << std::endl;
       return ExitCodeFor(r.status());
@@ -350,13 +422,16 @@ int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostrea
     }
   }
   const std::string& type = role->tf.task_type;
-  if (type == "ps") return RunPs(o, *role, *mode, out, err, clock);
+  if (type != "ps" && type != "worker" && type != "chief" && type != "evaluator") {
+    err << "kubetrain: error: TF_CONFIG: unknown task type '" << type
+        << "' (ps, worker, chief, evaluator)" << std::endl;
+    return kExitPermanent;
+  }
+  ReplicaMetrics m = StartMetrics(o, &*role, progress);
+  if (type == "ps") return RunPs(o, *role, *mode, progress, m.metrics.get(), err, clock);
   if (type == "worker" || type == "chief")
-    return RunWorker(o, *role, *mode, *dtype, out, err, clock);
-  if (type == "evaluator") return RunEvaluator(o, *role, out, err, clock);
-  err << "kubetrain: error: TF_CONFIG: unknown task type '" << type
-      << "' (ps, worker, chief, evaluator)" << std::endl;
-  return kExitPermanent;
+    return RunWorker(o, *role, *mode, *dtype, progress, m.metrics.get(), err, clock);
+  return RunEvaluator(o, *role, progress, m.metrics.get(), err, clock);
 }
 
 }  // namespace kubetrain::train

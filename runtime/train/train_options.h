@@ -31,6 +31,17 @@ struct TrainCommandOptions {
   double checkpoint_every_seconds = 60;
   int keep_checkpoints = 3;
   double eval_interval_seconds = 10;  // evaluator: seconds between evaluations
+  // Output and metrics.
+  std::string log_format = "text";  // text | json
+  int metrics_port = 8090;          // main: $KUBETRAIN_METRICS_PORT when set; 0 = off
+  std::string metrics_address = "0.0.0.0";
+  // Sources of the metrics' constant labels (main copies them from the
+  // environment: KUBETRAIN_JOB_NAME, _NAMESPACE, _REPLICA_TYPE, _REPLICA_INDEX).
+  std::string job_name;
+  std::string job_namespace;
+  std::string replica_type;
+  std::string replica_index;
+  double start_time_unix_seconds = 0;  // kubetrain_start_time_seconds
   TrainerOptions trainer;
   OptimizerOptions optimizer;
   LrScheduleOptions lr;

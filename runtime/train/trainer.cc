@@ -100,7 +100,22 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   int64_t window_batches = 0, epoch_batches = 0, total_samples = 0;
   const int64_t first_step = step;
 
+  // Step time split into compute (data, forward, backward) and exchange.
+  double window_step_s = 0, window_exchange_s = 0, epoch_step_s = 0, epoch_exchange_s = 0;
+  double total_step_s = 0, total_exchange_s = 0;
+  // Metrics gauges are window means over about a second.
+  constexpr double kMetricsWindowSeconds = 1.0;
+  metrics::RuntimeMetrics* const m = opt_.metrics;
+  double metrics_t0 = t0, metrics_loss = 0;
+  int64_t metrics_correct = 0, metrics_samples = 0, metrics_batches = 0;
+  if (m != nullptr) {
+    m->SetTotalSteps(total_steps);
+    m->SetGlobalStep(step);
+  }
+  auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+
   while (step < total_steps) {
+    const double step_t0 = clock_.NowSeconds();
     std::span<const int64_t> idx = sampler->NextBatch();
     const int64_t n = static_cast<int64_t>(idx.size());
     data::GatherBatch(train_, idx, features.data(), labels.data());
@@ -108,8 +123,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     TensorView grad(grad_logits.data(), {n, classes});
     nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, labels.data(), &grad);
     model_.Backward(grad);
+    const double compute_t1 = clock_.NowSeconds();
     absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
     if (!next.ok()) return next.status();
+    const double now = clock_.NowSeconds();
+    const double step_s = now - step_t0, exchange_s = now - compute_t1;
     if (*next != step + 1) {
       // The exchange moved this replica (a parameter server resumed from a
       // checkpoint, or sync training moved on without it): follow it.
@@ -128,8 +146,35 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     total_samples += n;
     ++window_batches;
     ++epoch_batches;
+    window_step_s += step_s;
+    epoch_step_s += step_s;
+    total_step_s += step_s;
+    window_exchange_s += exchange_s;
+    epoch_exchange_s += exchange_s;
+    total_exchange_s += exchange_s;
 
-    const double now = clock_.NowSeconds();
+    if (m != nullptr) {
+      m->RecordStep({.step_seconds = step_s,
+                     .compute_seconds = compute_t1 - step_t0,
+                     .exchange_seconds = exchange_s,
+                     .samples = n,
+                     .global_step = step});
+      metrics_loss += lr.loss;
+      metrics_correct += lr.correct;
+      metrics_samples += n;
+      ++metrics_batches;
+      if (now - metrics_t0 >= kMetricsWindowSeconds || step == total_steps) {
+        m->SetTrainingWindow(
+            metrics_loss / static_cast<double>(metrics_batches),
+            static_cast<double>(metrics_correct) / static_cast<double>(metrics_samples),
+            static_cast<double>(metrics_samples) / std::max(now - metrics_t0, 1e-9),
+            opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0);
+        metrics_loss = 0;
+        metrics_correct = metrics_samples = metrics_batches = 0;
+        metrics_t0 = now;
+      }
+    }
+
     if (opt_.log_every_steps > 0 && step % opt_.log_every_steps == 0) {
       ProgressLine p;
       p.step = step;
@@ -140,11 +185,13 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
       p.lr = opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0;
       p.samples_per_second = window_samples / std::max(now - window_t0, 1e-9);
+      p.exchange_share = share(window_exchange_s, window_step_s);
       const double steps_per_second = (step - first_step) / std::max(now - t0, 1e-9);
       p.eta_seconds = (total_steps - step) / std::max(steps_per_second, 1e-9);
       progress_.Progress(p);
       window_loss = 0;
       window_correct = window_samples = window_batches = 0;
+      window_step_s = window_exchange_s = 0;
       window_t0 = now;
     }
     if (step % per_epoch == 0 || step == total_steps) {
@@ -160,6 +207,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         e.test_loss = ev.loss;
         e.test_accuracy = ev.accuracy;
       }
+      e.exchange_share = share(epoch_exchange_s, epoch_step_s);
       e.seconds = clock_.NowSeconds() - epoch_t0;
       result.train_loss = e.train_loss;
       result.train_accuracy = e.train_accuracy;
@@ -168,7 +216,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         e.test_loss = result.test.loss;
         e.test_accuracy = result.test.accuracy;
       }
+      if (m != nullptr && e.test_accuracy) m->SetEvaluation(*e.test_loss, *e.test_accuracy);
       progress_.Epoch(e);
+      epoch_step_s = epoch_exchange_s = 0;
       epoch_loss = 0;
       epoch_correct = epoch_samples = epoch_batches = 0;
       epoch_t0 = clock_.NowSeconds();
@@ -179,8 +229,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   result.steps = step;
   result.seconds = clock_.NowSeconds() - t0;
   result.samples_per_second = total_samples / std::max(result.seconds, 1e-9);
+  result.exchange_share = share(total_exchange_s, total_step_s);
   if (test_ != nullptr && result.test.samples == 0) {
     result.test = Evaluate(model_, *test_, opt_.eval_batch_size);
+    if (m != nullptr) m->SetEvaluation(result.test.loss, result.test.accuracy);
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #include "kubetrain/clock.h"
 #include "runtime/data/dataset.h"
 #include "runtime/exchange/exchange.h"
+#include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model.h"
 #include "runtime/train/progress_reporter.h"
 
@@ -28,6 +29,9 @@ struct TrainerOptions {
   bool eval_every_epoch = true;
   // Learning rate to show in progress lines for a step (informational).
   std::function<float(int64_t)> lr_for_step = nullptr;
+  // Borrowed; nullptr records nothing. Per step: counters and histograms;
+  // about once a second: loss, accuracy, samples/s and learning rate.
+  metrics::RuntimeMetrics* metrics = nullptr;
 };
 
 struct EvalResult {
@@ -43,6 +47,7 @@ struct TrainResult {
   EvalResult test;
   double seconds = 0;
   double samples_per_second = 0;
+  double exchange_share = 0;  // of step time spent in the exchange
 };
 
 // Loss and accuracy of `model` over all of `ds` (inference mode).

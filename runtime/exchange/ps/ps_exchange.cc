@@ -86,12 +86,32 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
                       clock, ")"));
   }
   s.incarnation = r->incarnation();
+  if (s.last_incarnation != 0 && s.last_incarnation != s.incarnation && opt_.metrics != nullptr) {
+    opt_.metrics->AddPeerRestart(metrics::PeerRole::kPs);
+  }
+  s.last_incarnation = s.incarnation;
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span<const float> grads,
                                               std::span<float> params, bool push) {
   double lost_since = -1;
+  // While this shard is unreachable it counts as a stalled peer.
+  struct LostGuard {
+    PsExchange* self;
+    bool lost = false;
+    void Set() {
+      if (lost) return;
+      lost = true;
+      if (self->opt_.metrics != nullptr) self->opt_.metrics->SetStalledPeers(++self->lost_shards_);
+    }
+    ~LostGuard() {
+      if (lost && self->opt_.metrics != nullptr) {
+        self->opt_.metrics->SetStalledPeers(--self->lost_shards_);
+      }
+    }
+  } lost_guard{this};
+  const int64_t bytes_per_value = opt_.wire_dtype == v1::WIRE_DTYPE_F16 ? 2 : 4;
   Backoff backoff;
   int64_t resume = clock;  // the clock this step is for
   bool skip_push = !push;
@@ -113,11 +133,16 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       h.set_worker(opt_.worker);
       h.set_step(clock);
       h.set_incarnation(s.incarnation);
+      const double t0 = clock_.NowSeconds();
       absl::StatusOr<v1::PushResponse> r = s.client->Send(
           /*initialize=*/false, h,
           grads.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
           s.range.offset, opt_.wire_dtype);
       st = r.status();
+      if (r.ok() && opt_.metrics != nullptr) {
+        opt_.metrics->RecordExchange(metrics::ExchangeOp::kPush, metrics::PeerRole::kPs,
+                                     clock_.NowSeconds() - t0, s.range.length * bytes_per_value, 0);
+      }
       if (r.ok()) {
         skip_push = true;
         resume = clock + 1;
@@ -131,11 +156,16 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       req.set_dtype(opt_.wire_dtype);
       req.set_min_step(opt_.mode.kind == ExchangeMode::kSync ? resume : 0);
       req.set_clock(resume);
+      const double t0 = clock_.NowSeconds();
       absl::StatusOr<PullReply> r = s.client->Pull(
           req,
           params.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
           s.range.offset);
       st = r.status();
+      if (r.ok() && opt_.metrics != nullptr) {
+        opt_.metrics->RecordExchange(metrics::ExchangeOp::kPull, metrics::PeerRole::kPs,
+                                     clock_.NowSeconds() - t0, 0, s.range.length * bytes_per_value);
+      }
       if (r.ok()) {
         if (lost_since >= 0) log_(absl::StrCat("reconnected to ", s.client->name()));
         s.global_step = r->global_step;
@@ -157,6 +187,7 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
     const double now = clock_.NowSeconds();
     if (lost_since < 0) {
       lost_since = now;
+      lost_guard.Set();
       log_(absl::StrCat("lost ", s.client->name(), " (", s.client->address(), "): ", st.message(),
                         "; reconnecting"));
     }

@@ -13,6 +13,7 @@
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_EXCHANGE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_EXCHANGE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "runtime/exchange/ps/exchange_mode.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/shard_range.h"
+#include "runtime/metrics/runtime_metrics.h"
 
 namespace kubetrain::ps {
 
@@ -37,6 +39,9 @@ struct PsExchangeOptions {
   std::string token;
   double peer_timeout_seconds = 120;
   int64_t total_steps = 0;  // updates the whole job applies (for LR schedules)
+  // Borrowed; nullptr records nothing. Gets push/pull durations and bytes,
+  // shard restarts seen and shards currently unreachable.
+  metrics::RuntimeMetrics* metrics = nullptr;
 };
 
 class PsExchange final : public exchange::Exchange {
@@ -57,7 +62,8 @@ class PsExchange final : public exchange::Exchange {
  private:
   struct Shard {
     std::unique_ptr<PsShardClient> client;
-    uint64_t incarnation = 0;  // 0: must (re-)register
+    uint64_t incarnation = 0;       // 0: must (re-)register
+    uint64_t last_incarnation = 0;  // the last one registered with (restart detection)
     Range range;
     int64_t resume_clock = 0;  // from the last registration
     int64_t global_step = 0;
@@ -78,6 +84,7 @@ class PsExchange final : public exchange::Exchange {
   std::vector<Shard> shards_;
   int64_t num_params_ = 0;
   int64_t global_step_ = 0;
+  std::atomic<int> lost_shards_{0};  // shards being reconnected to, for the metrics
 };
 
 }  // namespace kubetrain::ps

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -25,13 +26,13 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     shard_options.incarnation =
         std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   }
-  PsShard shard(shard_options, clock, log);
+  PsShard shard(shard_options, clock, log, options.metrics);
   absl::StatusOr<int64_t> restored = shard.RestoreFromCheckpoint();
   if (!restored.ok()) {
     log(absl::StrCat("error: cannot restore: ", restored.status().message()));
     return kExitPermanent;
   }
-  PsService service(shard, options.token);
+  PsService service(shard, options.token, options.metrics);
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -62,7 +63,14 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   // away: it may be between evaluations or still starting.
   constexpr double kObserverLingerSeconds = 30;
   double finished_at = -1;
+  const double stalled_after =
+      std::min(kStalledPeerSeconds, std::max(options.peer_timeout_seconds / 2, 0.1));
   while (true) {
+    if (options.metrics != nullptr) {
+      options.metrics->SetWorkersConnected(shard.ConnectedWorkers());
+      options.metrics->SetStalledPeers(static_cast<int>(shard.SilentWorkers(stalled_after).size()));
+      options.metrics->SetGlobalStep(shard.global_step());
+    }
     const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
     if (sig > 0) {
       log(absl::StrCat("received signal ", sig, "; checkpointing and stopping"));

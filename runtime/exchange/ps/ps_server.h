@@ -16,6 +16,7 @@
 
 #include "kubetrain/clock.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/metrics/runtime_metrics.h"
 
 namespace kubetrain::ps {
 
@@ -26,7 +27,14 @@ struct PsServerOptions {
   double peer_timeout_seconds = 120;
   // Set when the server is listening (tests use it to learn the port).
   std::function<void(int port)> on_listening;
+  // Borrowed; nullptr records nothing. Also gets workers connected and
+  // stalled peers from the server loop.
+  metrics::RuntimeMetrics* metrics = nullptr;
 };
+
+// A worker silent this long (or half the peer timeout, if shorter) counts
+// as a stalled peer in the metrics, long before it counts as lost.
+inline constexpr double kStalledPeerSeconds = 30;
 
 int RunParameterServer(const PsServerOptions& options, const Clock& clock,
                        const std::function<void(const std::string&)>& log);

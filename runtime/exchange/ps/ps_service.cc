@@ -53,7 +53,7 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
   v1::PushMessage msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
-    shard_.CountRejected("stream without a header");
+    shard_.CountRejected(metrics::RejectReason::kBadHeader, "stream without a header");
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must carry a header");
   }
   const v1::PushHeader header = msg.header();
@@ -73,7 +73,8 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   }
   if (!staging.ok()) {
     if (absl::IsInvalidArgument(staging.status())) {
-      shard_.CountRejected(std::string(staging.status().message()));
+      shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
+                           std::string(staging.status().message()));
     }
     return ToGrpc(staging.status());
   }
@@ -81,7 +82,9 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   // Chunks must tile this shard's range in order, each continuing where the
   // previous one ended.
   absl::Status error;
+  metrics::RejectReason reason = metrics::RejectReason::kBadRange;
   int64_t covered = 0;
+  int64_t bytes = 0;
   bool have = msg.has_chunk() || reader->Read(&msg);
   while (have && error.ok()) {
     const v1::TensorChunk& c = msg.chunk();
@@ -96,7 +99,9 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
     }
     error =
         DecodeChunk(c, staging->subspan(static_cast<size_t>(covered), static_cast<size_t>(len)));
+    if (!error.ok()) reason = metrics::RejectReason::kBadChunk;
     covered += len;
+    bytes += static_cast<int64_t>(c.data().size());
     have = reader->Read(&msg);
   }
   if (error.ok() && covered != range.length) {
@@ -106,7 +111,7 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   }
   if (!error.ok()) {
     shard_.EndStaging(header.worker());
-    shard_.CountRejected(std::string(error.message()));
+    shard_.CountRejected(reason, std::string(error.message()));
     return ToGrpc(error);
   }
   absl::Status commit;
@@ -121,6 +126,9 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
     if (r.ok()) resp->set_accepted(r->accepted);
   }
   shard_.EndStaging(header.worker());
+  if (metrics_ != nullptr && !initialize) {
+    metrics_->AddReceivedBytes(metrics::PeerRole::kWorker, bytes);
+  }
   if (!commit.ok()) return ToGrpc(commit);
   resp->set_global_step(shard_.global_step());
   resp->set_incarnation(incarnation);
@@ -174,6 +182,7 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
   const v1::WireDType dtype =
       req->dtype() == v1::WIRE_DTYPE_UNSPECIFIED ? v1::WIRE_DTYPE_F32 : req->dtype();
   v1::PullMessage msg;
+  int64_t bytes = 0;
   for (int64_t off = 0; off < range.length; off += kChunkElements) {
     msg.Clear();
     if (off == 0) {
@@ -184,7 +193,12 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
     const int64_t n = std::min(kChunkElements, range.length - off);
     EncodeChunk(out.subspan(static_cast<size_t>(off), static_cast<size_t>(n)), range.offset + off,
                 dtype, msg.mutable_chunk());
+    bytes += static_cast<int64_t>(msg.chunk().data().size());
     if (!writer->Write(msg)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
+  if (metrics_ != nullptr) {
+    metrics_->AddSentBytes(
+        worker == kObserver ? metrics::PeerRole::kEvaluator : metrics::PeerRole::kWorker, bytes);
   }
   return grpc::Status::OK;
 }

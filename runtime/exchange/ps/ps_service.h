@@ -11,6 +11,7 @@
 
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/metrics/runtime_metrics.h"
 #include "runtime/tensor/aligned_buffer.h"
 
 namespace kubetrain::ps {
@@ -21,7 +22,9 @@ inline constexpr char kTokenMetadataKey[] = "x-kubetrain-token";
 class PsService final : public v1::ParameterServer::Service {
  public:
   // `token` empty: no authentication (KUBETRAIN_JOB_TOKEN unset).
-  PsService(PsShard& shard, std::string token) : shard_(shard), token_(std::move(token)) {}
+  // `metrics` (borrowed, may be null) counts the tensor bytes moved.
+  PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr)
+      : shard_(shard), token_(std::move(token)), metrics_(metrics) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override;
@@ -45,6 +48,7 @@ class PsService final : public v1::ParameterServer::Service {
 
   PsShard& shard_;
   const std::string token_;
+  metrics::RuntimeMetrics* const metrics_;
   std::mutex pull_mu_;
   std::vector<std::unique_ptr<AlignedBuffer>> pull_buffers_;  // per worker (+1 for observers)
 };

@@ -10,10 +10,12 @@
 
 namespace kubetrain::ps {
 
-PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log)
+PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log,
+                 metrics::RuntimeMetrics* metrics)
     : opt_(std::move(options)),
       clock_(clock),
       log_(std::move(log)),
+      metrics_(metrics),
       start_seconds_(clock.NowSeconds()),
       workers_(static_cast<size_t>(std::max(opt_.num_workers, 1))) {
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -115,7 +117,10 @@ absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
   if (absl::Status s = EnsureLayoutLocked(num_params); !s.ok()) return s;
   Worker& w = workers_[worker];
   if (!name.empty()) w.name = name;
-  if (w.registered) log_(absl::StrCat(w.name, " re-registered at clock ", w.clock));
+  if (w.registered) {
+    log_(absl::StrCat(w.name, " re-registered at clock ", w.clock));
+    if (metrics_ != nullptr) metrics_->AddPeerRestart(metrics::PeerRole::kWorker);
+  }
   w.registered = true;
   TouchLocked(worker);
   RegisterInfo info;
@@ -188,10 +193,11 @@ absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t
   return true;
 }
 
-void PsShard::CountRejected(const std::string& reason) {
+void PsShard::CountRejected(metrics::RejectReason reason, const std::string& message) {
+  if (metrics_ != nullptr) metrics_->AddRejectedPush(reason);
   std::lock_guard<std::mutex> lock(mu_);
   ++rejected_;
-  log_(absl::StrCat("rejected push: ", reason));
+  log_(absl::StrCat("rejected push: ", message));
 }
 
 void PsShard::ApplyLocked(std::span<const float> grad) {
@@ -216,6 +222,7 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
   if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
   if (bad > 0) {
     ++rejected_;
+    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kNonFinite);
     const std::string msg = absl::StrCat("gradient from ", w.name, " for step ", step, " has ", bad,
                                          " NaN/Inf values; rejected, parameters untouched");
     log_(msg);
@@ -225,6 +232,7 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
   if (opt_.mode.kind == ExchangeMode::kSync) {
     if (step > global_step_) {
       ++rejected_;
+      if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
       const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
                                            " is from the future: global step is ", global_step_);
       log_(msg);
@@ -266,6 +274,7 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
   // async / ssp: the step is the worker's own clock.
   if (step > w.clock) {
     ++rejected_;
+    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
     const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
                                          " is from the future: its clock is ", w.clock);
     log_(msg);
@@ -276,6 +285,9 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
     r.global_step = global_step_;
     return r;
   }
+  // Staleness: updates applied since this worker pulled the parameters
+  // its gradient was computed from.
+  if (metrics_ != nullptr) metrics_->RecordStaleness(global_step_ - w.pulled_step);
   ApplyLocked(std::span<const float>(g, w.slot.size()));
   ++w.clock;
   r.accepted = true;
@@ -338,6 +350,7 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
     max_ssp_lead_ = std::max(max_ssp_lead_, clock - MinActiveClockLocked());
   }
   std::copy(params_.data(), params_.data() + params_.size(), out.begin());
+  w.pulled_step = global_step_;
   PullResult r;
   r.global_step = global_step_;
   r.finished = done_count_ >= opt_.num_workers;
@@ -415,6 +428,7 @@ absl::StatusOr<std::string> PsShard::CheckpointLocked() {
   if (path.ok()) {
     last_checkpoint_step_ = global_step_;
     last_checkpoint_time_ = clock_.NowSeconds();
+    if (metrics_ != nullptr) metrics_->RecordCheckpoint(last_checkpoint_time_ - t0);
     log_(absl::StrCat("checkpoint ", *path, " step=", global_step_,
                       " took=", static_cast<int64_t>((last_checkpoint_time_ - t0) * 1000), "ms"));
   }
@@ -444,6 +458,13 @@ std::vector<std::string> PsShard::SilentWorkers(double timeout_seconds) const {
     }
   }
   return out;
+}
+
+int PsShard::ConnectedWorkers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const Worker& w : workers_) n += w.registered && !w.done ? 1 : 0;
+  return n;
 }
 
 v1::StatusResponse PsShard::Status() const {

@@ -25,6 +25,7 @@
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/ps/exchange_mode.h"
 #include "runtime/exchange/ps/shard_range.h"
+#include "runtime/metrics/runtime_metrics.h"
 #include "runtime/tensor/aligned_buffer.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
@@ -74,7 +75,10 @@ class PsShard {
  public:
   using Logger = std::function<void(const std::string&)>;
 
-  PsShard(PsShardOptions options, const Clock& clock, Logger log);
+  // `metrics` (borrowed, may be null) gets rejections, worker restarts,
+  // staleness and checkpoints.
+  PsShard(PsShardOptions options, const Clock& clock, Logger log,
+          metrics::RuntimeMetrics* metrics = nullptr);
   PsShard(const PsShard&) = delete;
   PsShard& operator=(const PsShard&) = delete;
 
@@ -104,7 +108,7 @@ class PsShard {
   absl::StatusOr<PushResult> CommitPush(int worker, int64_t step);
 
   // Counts a push rejected before commit (bad size or offset, bad chunk).
-  void CountRejected(const std::string& reason);
+  void CountRejected(metrics::RejectReason reason, const std::string& message);
 
   // Waits as the mode requires (observers: until global_step >= min_step
   // or the job finished), then copies this shard's parameters into `out`
@@ -129,6 +133,8 @@ class PsShard {
   // while not finished; includes workers that never registered, measured
   // from the shard's start.
   std::vector<std::string> SilentWorkers(double timeout_seconds) const;
+  // Workers registered and not finished.
+  int ConnectedWorkers() const;
 
   v1::StatusResponse Status() const;
 
@@ -138,8 +144,9 @@ class PsShard {
     bool done = false;
     bool staging = false;
     std::string name;
-    int64_t clock = 0;      // steps completed (async/ssp); sync uses global_step
-    int64_t in_flight = 0;  // calls in progress (a blocked Pull is alive)
+    int64_t clock = 0;        // steps completed (async/ssp); sync uses global_step
+    int64_t pulled_step = 0;  // global step of the parameters it last pulled
+    int64_t in_flight = 0;    // calls in progress (a blocked Pull is alive)
     double last_seen = 0;
     AlignedBuffer slot;     // staging / sync gradient slot
     bool accepted = false;  // sync: slot holds a gradient for global_step
@@ -156,6 +163,7 @@ class PsShard {
   const PsShardOptions opt_;
   const Clock& clock_;
   Logger log_;
+  metrics::RuntimeMetrics* const metrics_;
   const double start_seconds_;
 
   mutable std::mutex mu_;

@@ -6,6 +6,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/local_exchange.h"
+#include "runtime/metrics/metrics_server.h"
+#include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model_spec.h"
 
 namespace kubetrain::train {
@@ -140,6 +142,32 @@ TEST(Trainer, RefusesDataThatDoesNotFitTheModel) {
 }
 
 TEST(ProgressReporter, LinesAreStableKeyValue) {
+  EXPECT_EQ(
+      FormatProgress({.step = 5,
+                      .total_steps = 50,
+                      .epoch = 1,
+                      .total_epochs = 2,
+                      .loss = 0.5,
+                      .accuracy = 0.75,
+                      .lr = 0.1,
+                      .samples_per_second = 1234.4,
+                      .exchange_share = 0.234,
+                      .eta_seconds = 83}),
+      "progress step=5/50 epoch=1/2 loss=0.5000 acc=0.7500 lr=0.1 samples/s=1234 exchange=0.23 "
+      "eta=1m23s");
+  EXPECT_EQ(FormatFinal({.test_accuracy = 0.8912,
+                         .test_loss = 0.31,
+                         .steps = 10,
+                         .epochs = 1,
+                         .seconds = 2.5,
+                         .samples_per_second = 100}),
+            "final test_accuracy=0.8912 test_loss=0.3100 steps=10 epochs=1 time=2.5s samples/s=100 "
+            "exchange=0.00");
+  EXPECT_EQ(FormatDuration(3723), "1h02m03s");
+  EXPECT_EQ(FormatDuration(7), "7s");
+}
+
+TEST(ProgressReporter, JsonLinesHaveTheSameKeysPlusMsg) {
   EXPECT_EQ(FormatProgress({.step = 5,
                             .total_steps = 50,
                             .epoch = 1,
@@ -148,18 +176,89 @@ TEST(ProgressReporter, LinesAreStableKeyValue) {
                             .accuracy = 0.75,
                             .lr = 0.1,
                             .samples_per_second = 1234.4,
-                            .eta_seconds = 83}),
-            "progress step=5/50 epoch=1/2 loss=0.5000 acc=0.7500 lr=0.1 samples/s=1234 eta=1m23s");
-  EXPECT_EQ(
-      FormatFinal({.test_accuracy = 0.8912,
-                   .test_loss = 0.31,
-                   .steps = 10,
-                   .epochs = 1,
-                   .seconds = 2.5,
-                   .samples_per_second = 100}),
-      "final test_accuracy=0.8912 test_loss=0.3100 steps=10 epochs=1 time=2.5s samples/s=100");
-  EXPECT_EQ(FormatDuration(3723), "1h02m03s");
-  EXPECT_EQ(FormatDuration(7), "7s");
+                            .exchange_share = 0.25,
+                            .eta_seconds = 83},
+                           LogFormat::kJson),
+            "{\"msg\":\"progress step=5/50 epoch=1/2 loss=0.5000 acc=0.7500 lr=0.1 samples/s=1234 "
+            "exchange=0.25 eta=1m23s\",\"kind\":\"progress\",\"step\":5,\"total_steps\":50,"
+            "\"epoch\":1,\"total_epochs\":2,\"loss\":0.5,\"acc\":0.75,\"lr\":0.1,"
+            "\"samples/s\":1234,\"exchange\":0.25,\"eta\":83}");
+  EXPECT_EQ(FormatEpoch({.epoch = 2,
+                         .total_epochs = 2,
+                         .step = 10,
+                         .train_loss = 0.25,
+                         .train_accuracy = 0.5,
+                         .test_loss = std::nullopt,
+                         .test_accuracy = 0.875,
+                         .exchange_share = 0.5,
+                         .seconds = 1.5},
+                        LogFormat::kJson),
+            "{\"msg\":\"epoch epoch=2/2 step=10 train_loss=0.2500 train_acc=0.5000 test_acc=0.8750 "
+            "exchange=0.50 time=1.5s\",\"kind\":\"epoch\",\"epoch\":2,\"total_epochs\":2,"
+            "\"step\":10,\"train_loss\":0.25,\"train_acc\":0.5,\"test_acc\":0.875,"
+            "\"exchange\":0.5,\"time\":1.5}");
+  EXPECT_EQ(FormatInfo("say \"hi\"\n", LogFormat::kJson),
+            "{\"msg\":\"info say \\\"hi\\\"\\n\",\"kind\":\"info\"}");
+  EXPECT_TRUE(ParseLogFormat("json").ok());
+  EXPECT_FALSE(ParseLogFormat("yaml").ok());
+}
+
+// The value of the first series in Prometheus text `text` whose line
+// starts with `series` followed by a space; NaN when absent.
+double SeriesValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nan("");
+}
+
+// Plain SGD whose every step takes `seconds` of (fake) time.
+class TimedExchange : public RecordingExchange {
+ public:
+  TimedExchange(FakeClock& clock, double seconds)
+      : RecordingExchange(0), clock_(clock), seconds_(seconds) {}
+  absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                               std::span<float> params) override {
+    clock_.AdvanceSeconds(seconds_);
+    return RecordingExchange::Step(step, grads, params);
+  }
+
+ private:
+  FakeClock& clock_;
+  double seconds_;
+};
+
+TEST(Trainer, RecordsStepMetricsAndTheExchangeShare) {
+  data::Dataset train = Synthetic(200, 1), test = Synthetic(40, 2);
+  auto model = SmallModel();
+  FakeClock clock;
+  TimedExchange ex(clock, 0.004);
+  metrics::RuntimeMetrics m({.constant_labels = {}, .training = true, .evaluates = true});
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  Trainer t(*model, ex, train, &test,
+            {.epochs = 2, .batch_size = 20, .log_every_steps = 5, .metrics = &m}, progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The fake clock moves only in the exchange: all step time is exchange.
+  EXPECT_THAT(out.str(), HasSubstr("exchange=1.00 eta="));
+  EXPECT_DOUBLE_EQ(r->exchange_share, 1.0);
+  const std::string text = metrics::SerializeMetrics(*m.registry());
+  EXPECT_EQ(SeriesValue(text, "kubetrain_steps_total"), 20);
+  EXPECT_EQ(SeriesValue(text, "kubetrain_samples_total"), 400);
+  EXPECT_EQ(SeriesValue(text, "kubetrain_global_step"), 20);
+  EXPECT_EQ(SeriesValue(text, "kubetrain_total_steps"), 20);
+  EXPECT_EQ(SeriesValue(text, "kubetrain_step_duration_seconds_count"), 20);
+  EXPECT_NEAR(SeriesValue(text, "kubetrain_step_duration_seconds_sum"), 0.08, 1e-9);
+  EXPECT_NEAR(SeriesValue(text, "kubetrain_step_phase_duration_seconds_sum{phase=\"exchange\"}"),
+              0.08, 1e-9);
+  EXPECT_NEAR(SeriesValue(text, "kubetrain_step_phase_duration_seconds_sum{phase=\"compute\"}"), 0,
+              1e-9);
+  // Window gauges: 4 ms steps fill a 1 s window only at the end of the run.
+  EXPECT_GT(SeriesValue(text, "kubetrain_train_accuracy_ratio"), 0.5);
+  EXPECT_NEAR(SeriesValue(text, "kubetrain_samples_per_second"), 20 / 0.004, 1e-6);
+  EXPECT_NEAR(SeriesValue(text, "kubetrain_eval_accuracy_ratio"), r->test.accuracy, 1e-12);
 }
 
 }  // namespace

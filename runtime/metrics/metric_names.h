@@ -1,0 +1,138 @@
+// Every Prometheus metric the `kubetrain` binary exports, in one place
+// (house rule 9). Names follow Prometheus conventions: the `kubetrain_`
+// prefix, base units in the name (`_seconds`, `_bytes`), `_total` on
+// counters (prometheus-cpp adds no suffix), `_ratio` for 0..1 values.
+// Labels are low-cardinality only: the constant labels (job, namespace,
+// replica_type, replica_index) on every series, plus the few per-family
+// labels named below with their closed sets of values.
+// Constants only; thread-safe.
+#ifndef KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
+#define KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
+
+namespace kubetrain::metrics {
+
+struct MetricName {
+  const char* name;
+  const char* help;
+};
+
+// Constant labels, from the replica's environment (constant_labels.h).
+inline constexpr char kLabelJob[] = "job";                     // KUBETRAIN_JOB_NAME
+inline constexpr char kLabelNamespace[] = "namespace";         // KUBETRAIN_NAMESPACE
+inline constexpr char kLabelReplicaType[] = "replica_type";    // KUBETRAIN_REPLICA_TYPE
+inline constexpr char kLabelReplicaIndex[] = "replica_index";  // KUBETRAIN_REPLICA_INDEX
+// Per-family labels.
+inline constexpr char kLabelPeerRole[] = "peer_role";  // ps | worker | evaluator
+inline constexpr char kLabelPhase[] = "phase";         // compute | exchange
+inline constexpr char kLabelOp[] = "op";               // push | pull | allreduce
+inline constexpr char kLabelReason[] = "reason";       // see RejectReason
+inline constexpr char kLabelDevice[] = "device";       // cuda:0, ...
+
+// Every replica.
+inline constexpr MetricName kStartTime = {
+    "kubetrain_start_time_seconds",
+    "Unix time at which this replica process started; changes on every restart."};
+inline constexpr MetricName kGpuMemoryUsed = {
+    "kubetrain_gpu_memory_used_bytes",
+    "GPU memory in use by this replica, per device (exported only when training on a GPU)."};
+
+// Training replicas (chief, workers, single process).
+inline constexpr MetricName kSteps = {"kubetrain_steps_total",
+                                      "Training steps this replica completed."};
+inline constexpr MetricName kSamples = {"kubetrain_samples_total",
+                                        "Training samples this replica processed."};
+inline constexpr MetricName kStepDuration = {
+    "kubetrain_step_duration_seconds",
+    "Wall time of one training step: data, forward, backward and exchange."};
+inline constexpr MetricName kStepPhaseDuration = {
+    "kubetrain_step_phase_duration_seconds",
+    "Wall time of one training step by phase: compute (data, forward, backward) or exchange."};
+inline constexpr MetricName kTrainLoss = {
+    "kubetrain_train_loss", "Mean training loss over the steps since the last update (~1 s)."};
+inline constexpr MetricName kTrainAccuracy = {
+    "kubetrain_train_accuracy_ratio",
+    "Training accuracy over the steps since the last update (~1 s), 0..1."};
+inline constexpr MetricName kLearningRate = {"kubetrain_learning_rate",
+                                             "Learning rate of the current step."};
+inline constexpr MetricName kGlobalStep = {
+    "kubetrain_global_step",
+    "Step this replica has reached: sync, the job's global step; async/ssp workers, their own "
+    "steps; PS, updates applied; evaluator, the step last evaluated."};
+inline constexpr MetricName kTotalSteps = {
+    "kubetrain_total_steps",
+    "Steps this replica will run in total, in kubetrain_global_step's units."};
+inline constexpr MetricName kSamplesPerSecond = {
+    "kubetrain_samples_per_second",
+    "Training samples per second of this replica over the last update interval (~1 s)."};
+
+// Replicas that evaluate (chief at epoch ends, evaluator).
+inline constexpr MetricName kEvalAccuracy = {"kubetrain_eval_accuracy_ratio",
+                                             "Test accuracy of the last evaluation, 0..1."};
+inline constexpr MetricName kEvalLoss = {"kubetrain_eval_loss",
+                                         "Test loss of the last evaluation."};
+
+// Exchange (workers and parameter servers).
+inline constexpr MetricName kExchangeSentBytes = {
+    "kubetrain_exchange_sent_bytes_total",
+    "Tensor payload bytes sent to peers (workers: gradients; PS: parameters), by peer role."};
+inline constexpr MetricName kExchangeReceivedBytes = {
+    "kubetrain_exchange_received_bytes_total",
+    "Tensor payload bytes received from peers (workers: parameters; PS: gradients), by peer "
+    "role."};
+inline constexpr MetricName kExchangeDuration = {
+    "kubetrain_exchange_duration_seconds",
+    "Wall time of one exchange call with one peer: push, pull or allreduce."};
+inline constexpr MetricName kPeerRestarts = {
+    "kubetrain_peer_restarts_total",
+    "Peers seen restarting or re-registering (workers: PS incarnation changes; PS: worker "
+    "re-registrations)."};
+inline constexpr MetricName kStalledPeers = {
+    "kubetrain_stalled_peers",
+    "Peers currently unreachable (workers) or silent for longer than the stall threshold (PS)."};
+
+// Parameter servers.
+inline constexpr MetricName kWorkersConnected = {
+    "kubetrain_ps_workers_connected", "Training replicas registered and not yet finished."};
+inline constexpr MetricName kRejectedPushes = {
+    "kubetrain_ps_rejected_pushes_total",
+    "Gradient pushes refused with the parameters untouched, by reason."};
+inline constexpr MetricName kStaleness = {
+    "kubetrain_ps_gradient_staleness_steps",
+    "Updates applied between a worker's pull and the apply of its gradient (async, ssp)."};
+inline constexpr MetricName kCheckpointsWritten = {"kubetrain_checkpoints_written_total",
+                                                   "Checkpoints this shard wrote."};
+inline constexpr MetricName kCheckpointDuration = {
+    "kubetrain_checkpoint_duration_seconds",
+    "Wall time to write one checkpoint (write, fsync, rename, prune)."};
+
+// Every family above, for tests and docs.
+inline constexpr MetricName kAllMetrics[] = {
+    kStartTime,
+    kGpuMemoryUsed,
+    kSteps,
+    kSamples,
+    kStepDuration,
+    kStepPhaseDuration,
+    kTrainLoss,
+    kTrainAccuracy,
+    kLearningRate,
+    kGlobalStep,
+    kTotalSteps,
+    kSamplesPerSecond,
+    kEvalAccuracy,
+    kEvalLoss,
+    kExchangeSentBytes,
+    kExchangeReceivedBytes,
+    kExchangeDuration,
+    kPeerRestarts,
+    kStalledPeers,
+    kWorkersConnected,
+    kRejectedPushes,
+    kStaleness,
+    kCheckpointsWritten,
+    kCheckpointDuration,
+};
+
+}  // namespace kubetrain::metrics
+
+#endif  // KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
