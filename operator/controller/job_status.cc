@@ -1,0 +1,96 @@
+#include "operator/controller/job_status.h"
+
+namespace kubetrain::controller {
+namespace {
+
+void SetTrue(Json& status, const std::string& type, const std::string& reason,
+             const std::string& message, const std::string& now) {
+  const bool value = true;
+  if (!status.is_object()) status = Json::object();
+  if (!status.contains("conditions") || !status["conditions"].is_array()) {
+    status["conditions"] = Json::array();
+  }
+  Json& conditions = status["conditions"];
+  const std::string value_str = value ? "True" : "False";
+  Json updated{{"type", type},       {"status", value_str},   {"reason", reason},
+               {"message", message}, {"lastUpdateTime", now}, {"lastTransitionTime", now}};
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    Json& c = conditions[i];
+    if (!c.is_object() || c.value("type", "") != type) continue;
+    if (c.value("status", "") == value_str) {
+      if (c.value("reason", "") == reason && c.value("message", "") == message) return;
+      updated["lastTransitionTime"] = c.value("lastTransitionTime", now);
+    }
+    conditions.erase(i);
+    break;
+  }
+  conditions.push_back(std::move(updated));
+}
+
+}  // namespace
+
+const Json* FindCondition(const Json& status, const std::string& type) {
+  if (!status.is_object() || !status.contains("conditions") || !status["conditions"].is_array()) {
+    return nullptr;
+  }
+  for (const Json& c : status["conditions"]) {
+    if (c.is_object() && c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool IsConditionTrue(const Json& status, const std::string& type) {
+  const Json* c = FindCondition(status, type);
+  return c != nullptr && c->value("status", "") == "True";
+}
+
+void SetCondition(Json& status, const std::string& type, bool value, const std::string& reason,
+                  const std::string& message, const std::string& now) {
+  if (!value && FindCondition(status, type) == nullptr) return;  // nothing to turn off
+  if (!value) {
+    // Turning a condition off keeps its position: it is not the phase.
+    Json& conditions = status["conditions"];
+    for (Json& c : conditions) {
+      if (c.value("type", "") != type) continue;
+      if (c.value("status", "") == "False" && c.value("reason", "") == reason &&
+          c.value("message", "") == message) {
+        return;
+      }
+      if (c.value("status", "") != "False") c["lastTransitionTime"] = now;
+      c["status"] = "False";
+      c["reason"] = reason;
+      c["message"] = message;
+      c["lastUpdateTime"] = now;
+      return;
+    }
+    return;
+  }
+  if (type == kCondSucceeded || type == kCondFailed) {
+    SetCondition(status, kCondRunning, false, type == kCondSucceeded ? "JobSucceeded" : "JobFailed",
+                 "", now);
+    SetCondition(status, kCondRestarting, false,
+                 type == kCondSucceeded ? "JobSucceeded" : "JobFailed", "", now);
+  } else if (type == kCondRunning) {
+    SetCondition(status, kCondRestarting, false, "JobRunning", "", now);
+  } else if (type == kCondRestarting) {
+    SetCondition(status, kCondRunning, false, "JobRestarting", "", now);
+  }
+  SetTrue(status, type, reason, message, now);
+}
+
+bool IsFinished(const Json& status) {
+  return IsConditionTrue(status, kCondSucceeded) || IsConditionTrue(status, kCondFailed);
+}
+
+std::string Phase(const Json& status) {
+  if (!status.is_object() || !status.contains("conditions") || !status["conditions"].is_array()) {
+    return "";
+  }
+  const Json& conditions = status["conditions"];
+  for (auto it = conditions.rbegin(); it != conditions.rend(); ++it) {
+    if (it->is_object() && it->value("status", "") == "True") return it->value("type", "");
+  }
+  return "";
+}
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,655 @@
+#include "operator/controller/reconciler.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "operator/api/cluster_spec.h"
+#include "operator/api/replica_policy.h"
+#include "operator/api/training_job.h"
+#include "operator/controller/job_status.h"
+#include "operator/kube/api_error.h"
+#include "operator/kube/object.h"
+
+namespace kubetrain::controller {
+namespace {
+
+using api::ReplicaType;
+using kube::ObjectPtr;
+using ReplicaKey = std::pair<ReplicaType, int>;
+
+constexpr char kComponent[] = "reconciler";
+
+// Runs `ops` in slow-start batches (1, 2, 4, ... up to `max_parallel`), as
+// client-go's slowStartBatch: a batch with a failure stops the rest, so a
+// quota or admission error costs one request, not hundreds.
+absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops, int max_parallel) {
+  size_t next = 0;
+  size_t batch = 1;
+  while (next < ops.size()) {
+    size_t n = std::min(batch, ops.size() - next);
+    std::vector<absl::Status> results(n);
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] { results[i] = ops[next + i](); });
+    }
+    for (std::thread& t : threads) t.join();
+    next += n;
+    for (const absl::Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    batch = std::min<size_t>(batch * 2, static_cast<size_t>(std::max(1, max_parallel)));
+  }
+  return absl::OkStatus();
+}
+
+std::string PodPhase(const kube::Json& pod) { return kube::StringAt(pod, {"status", "phase"}); }
+
+bool PodReady(const kube::Json& pod) {
+  const kube::Json* conditions = nullptr;
+  if (pod.contains("status") && pod["status"].is_object() && pod["status"].contains("conditions")) {
+    conditions = &pod["status"]["conditions"];
+  }
+  if (conditions == nullptr || !conditions->is_array()) return false;
+  for (const kube::Json& c : *conditions) {
+    if (c.value("type", "") == "Ready" && c.value("status", "") == "True") return true;
+  }
+  return false;
+}
+
+int ContainerRestarts(const kube::Json& pod) {
+  int total = 0;
+  if (!pod.contains("status") || !pod["status"].is_object()) return 0;
+  const kube::Json& st = pod["status"];
+  if (!st.contains("containerStatuses") || !st["containerStatuses"].is_array()) return 0;
+  for (const kube::Json& c : st["containerStatuses"]) {
+    if (c.contains("restartCount") && c["restartCount"].is_number_integer()) {
+      total += c["restartCount"].get<int>();
+    }
+  }
+  return total;
+}
+
+// How a failed pod ended: the replica container's exit code, or for pods
+// the node killed (eviction, preemption, shutdown) a retryable 137.
+api::ReplicaExit FailedPodExit(const kube::Json& pod, std::string* detail) {
+  std::string container_name;
+  if (pod.contains("spec") && pod["spec"].contains("containers") &&
+      pod["spec"]["containers"].is_array() && !pod["spec"]["containers"].empty()) {
+    container_name = pod["spec"]["containers"][0].value("name", "");
+  }
+  const kube::Json& st = pod.contains("status") ? pod["status"] : kube::Json::object();
+  if (st.is_object() && st.contains("containerStatuses") && st["containerStatuses"].is_array()) {
+    for (const kube::Json& c : st["containerStatuses"]) {
+      if (!container_name.empty() && c.value("name", "") != container_name) continue;
+      for (const char* which : {"state", "lastState"}) {
+        if (c.contains(which) && c[which].is_object() && c[which].contains("terminated")) {
+          const kube::Json& t = c[which]["terminated"];
+          int code = t.value("exitCode", 1);
+          std::string reason = t.value("reason", "");
+          *detail = reason.empty() ? "" : absl::StrCat(" (", reason, ")");
+          return api::ReplicaExit::Code(code);
+        }
+      }
+    }
+  }
+  std::string reason = kube::StringAt(pod, {"status", "reason"});
+  if (reason == "Evicted" || reason == "Preempting" || reason == "Shutdown" ||
+      reason == "NodeShutdown" || reason == "Terminated" || reason == "NodeLost") {
+    *detail = absl::StrCat(" (pod ", reason, ")");
+    return api::ReplicaExit::Code(137);
+  }
+  *detail = reason.empty() ? " (no exit code reported)" : absl::StrCat(" (pod ", reason, ")");
+  return api::ReplicaExit::Code(1);
+}
+
+std::string RandomToken() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+}  // namespace
+
+std::string PodExpectationKey(const std::string& job_key) { return absl::StrCat(job_key, "/pods"); }
+std::string ServiceExpectationKey(const std::string& job_key) {
+  return absl::StrCat(job_key, "/services");
+}
+
+struct Reconciler::Pass {
+  const ReconcilerDeps& d;
+  const std::string key;
+  kube::Json job_json;
+  api::TrainingJob job;
+  kube::Json status;
+  kube::Json original_status;
+  std::string ns;
+  std::string name;
+  std::string uid;
+  absl::Time now;
+  std::string now_str;
+  std::optional<absl::Duration> requeue;
+  absl::Status error;
+  std::map<ReplicaKey, ObjectPtr> pods;      // owned, by replica
+  std::map<ReplicaKey, ObjectPtr> services;  // owned, by replica
+  std::vector<ObjectPtr> stray_pods;         // owned, outside the spec (scaled down)
+  bool restarting = false;
+
+  Pass(const ReconcilerDeps& deps, std::string k) : d(deps), key(std::move(k)) {}
+
+  void Requeue(absl::Duration after) {
+    after = std::max(after, absl::Milliseconds(10));
+    if (!requeue || after < *requeue) requeue = after;
+  }
+  void Note(const absl::Status& s) {
+    if (!s.ok() && error.ok()) error = s;
+  }
+  void Event(const std::string& type, const std::string& reason, const std::string& message) {
+    d.events->Record(job_json, type, reason, message);
+  }
+  void Log(const std::string& message) {
+    d.logger->Info(kComponent, absl::StrCat(key, ": ", message));
+  }
+
+  void Collect() {
+    auto index = [](const ObjectPtr& o) -> std::optional<ReplicaKey> {
+      std::optional<ReplicaType> type =
+          api::ParseReplicaType(kube::Label(*o, api::kLabelReplicaType));
+      int i = 0;
+      if (!type || !absl::SimpleAtoi(kube::Label(*o, api::kLabelReplicaIndex), &i)) {
+        return std::nullopt;
+      }
+      return ReplicaKey{*type, i};
+    };
+    for (const ObjectPtr& pod : d.pods->ByIndex(kube::kIndexOwnerUid, uid)) {
+      if (kube::ControllerUid(*pod) != uid) continue;
+      std::optional<ReplicaKey> k = index(pod);
+      if (k && k->second < job.ReplicaCount(k->first)) {
+        pods[*k] = pod;
+      } else {
+        stray_pods.push_back(pod);
+      }
+    }
+    for (const ObjectPtr& svc : d.services->ByIndex(kube::kIndexOwnerUid, uid)) {
+      if (kube::ControllerUid(*svc) != uid) continue;
+      if (std::optional<ReplicaKey> k = index(svc)) services[*k] = svc;
+    }
+  }
+
+  // Deletes a pod (precondition: its uid, so a newer pod of the same name is
+  // never hit). NotFound counts as done.
+  absl::Status DeletePod(const ObjectPtr& pod, const std::string& why) {
+    const std::string pod_uid = kube::Uid(*pod);
+    d.expectations->ExpectDeletions(PodExpectationKey(key), {pod_uid});
+    kube::DeleteOptions options;
+    options.precondition_uid = pod_uid;
+    options.propagation_policy = "Background";
+    absl::StatusOr<kube::Json> deleted =
+        d.client->Delete(kube::kPods, ns, kube::Name(*pod), options);
+    if (!deleted.ok()) {
+      d.expectations->DeletionObserved(PodExpectationKey(key), pod_uid);
+      if (absl::IsNotFound(deleted.status()) || kube::IsConflict(deleted.status())) {
+        return absl::OkStatus();
+      }
+      return deleted.status();
+    }
+    Event(kEventNormal, "SuccessfulDeletePod",
+          absl::StrCat("Deleted pod: ", kube::Name(*pod), why));
+    return absl::OkStatus();
+  }
+
+  absl::Status DeleteService(const ObjectPtr& svc) {
+    kube::DeleteOptions options;
+    options.precondition_uid = kube::Uid(*svc);
+    absl::StatusOr<kube::Json> deleted =
+        d.client->Delete(kube::kServices, ns, kube::Name(*svc), options);
+    if (!deleted.ok() && !absl::IsNotFound(deleted.status()) &&
+        !kube::IsConflict(deleted.status())) {
+      return deleted.status();
+    }
+    if (deleted.ok()) {
+      Event(kEventNormal, "SuccessfulDeleteService",
+            absl::StrCat("Deleted service: ", kube::Name(*svc)));
+    }
+    return absl::OkStatus();
+  }
+
+  // cleanPodPolicy after the job finished (or hit its deadline, or failed).
+  void CleanUp() {
+    api::CleanPodPolicy policy =
+        job.spec.run_policy.clean_pod_policy.value_or(api::CleanPodPolicy::kRunning);
+    if (policy == api::CleanPodPolicy::kNone) return;
+    for (const auto& [k, pod] : pods) {
+      if (kube::IsBeingDeleted(*pod)) continue;
+      std::string phase = PodPhase(*pod);
+      bool finished = phase == "Succeeded" || phase == "Failed";
+      if (policy == api::CleanPodPolicy::kRunning && finished) continue;
+      Note(DeletePod(pod, " (cleanPodPolicy)"));
+      if (auto svc = services.find(k); svc != services.end()) Note(DeleteService(svc->second));
+    }
+    for (const ObjectPtr& pod : stray_pods) {
+      if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (cleanPodPolicy)"));
+    }
+    if (d.pod_groups != nullptr) {
+      if (ObjectPtr group = d.pod_groups->Get(kube::ObjectKey(ns, name));
+          group && kube::ControllerUid(*group) == uid) {
+        absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kPodGroups, ns, name);
+        if (!deleted.ok() && !absl::IsNotFound(deleted.status())) Note(deleted.status());
+      }
+    }
+  }
+
+  void Fail(const std::string& reason, const std::string& message) {
+    if (!IsConditionTrue(status, kCondFailed)) {
+      d.metrics->JobFailed(ns);
+      Event(kEventWarning, reason, message);
+      Log(absl::StrCat("failed: ", message));
+    }
+    SetCondition(status, kCondFailed, true, reason, message, now_str);
+    if (!status.contains("completionTime")) status["completionTime"] = now_str;
+  }
+
+  void Succeed(const std::string& message) {
+    if (!IsConditionTrue(status, kCondSucceeded)) {
+      d.metrics->JobSucceeded(ns);
+      Event(kEventNormal, "JobSucceeded", message);
+      Log("succeeded");
+    }
+    SetCondition(status, kCondSucceeded, true, "JobSucceeded", message, now_str);
+    if (!status.contains("completionTime")) status["completionTime"] = now_str;
+  }
+
+  // TTL after the job finished: delete the job (its pods and services go
+  // with it through garbage collection) or come back when it is due.
+  bool HandleTtl() {
+    if (!job.spec.run_policy.ttl_seconds_after_finished) return false;
+    std::optional<int64_t> done_us = kube::ParseTimeMicros(status.value("completionTime", ""));
+    absl::Time done = done_us ? absl::FromUnixMicros(*done_us) : now;
+    absl::Time expiry = done + absl::Seconds(*job.spec.run_policy.ttl_seconds_after_finished);
+    if (now < expiry) {
+      Requeue(expiry - now);
+      return false;
+    }
+    kube::DeleteOptions options;
+    options.propagation_policy = "Foreground";
+    options.precondition_uid = uid;
+    absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kTrainingJobs, ns, name, options);
+    if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
+      Note(deleted.status());
+      return false;
+    }
+    Log("deleted: ttlSecondsAfterFinished passed");
+    return true;
+  }
+
+  // Pods that failed or restarted, per restart policy. False when the job
+  // failed.
+  bool ApplyFailurePolicy() {
+    kube::Json& replica_statuses = status["replicaStatuses"];
+    if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
+    auto recreations = [&](ReplicaType t) -> int {
+      const std::string type_name = api::ReplicaTypeName(t);
+      if (!replica_statuses.contains(type_name)) return 0;
+      return replica_statuses[type_name].value("restarts", 0);
+    };
+    int total_restarts = 0;
+    for (const auto& [type, spec] : job.spec.replica_specs) total_restarts += recreations(type);
+    for (const auto& [k, pod] : pods) total_restarts += ContainerRestarts(*pod);
+    const int previous = status.value("restartCount", 0);
+    if (total_restarts > previous) {
+      for (int i = previous; i < total_restarts; ++i) d.metrics->JobRestarted(ns);
+      restarting = true;  // in-place container restarts (OnFailure/Always)
+    }
+    status["restartCount"] = std::max(previous, total_restarts);
+    if (api::ExceedsBackoffLimit(job.spec.run_policy, total_restarts)) {
+      Fail("BackoffLimitExceeded",
+           absl::StrCat("TrainingJob ", name,
+                        " has failed because it has reached the specified "
+                        "backoff limit (",
+                        total_restarts, " restarts, backoffLimit ",
+                        job.spec.run_policy.backoff_limit.value_or(0), ")"));
+      return false;
+    }
+    for (const auto& [k, pod] : pods) {
+      if (kube::IsBeingDeleted(*pod) || PodPhase(*pod) != "Failed") continue;
+      const auto& [type, index] = k;
+      std::string detail;
+      api::ReplicaExit exit = FailedPodExit(*pod, &detail);
+      api::RestartPolicy policy = job.Find(type)->Restart();
+      api::ExitAction action = api::DecideOnExit(policy, exit);
+      const std::string replica = absl::StrCat(api::ReplicaTypeLower(type), "-", index);
+      const std::string what =
+          absl::StrCat(replica, " (pod ", kube::Name(*pod), ") ", exit.Describe(), detail);
+      if (action == api::ExitAction::kRestart) {
+        if (api::ExceedsBackoffLimit(job.spec.run_policy, total_restarts + 1)) {
+          Fail("BackoffLimitExceeded", absl::StrCat("TrainingJob ", name,
+                                                    " has failed because it has reached the "
+                                                    "specified backoff limit: ",
+                                                    what));
+          return false;
+        }
+        ++total_restarts;
+        kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
+        rs["restarts"] = rs.value("restarts", 0) + 1;
+        status["restartCount"] = status.value("restartCount", 0) + 1;
+        d.metrics->JobRestarted(ns);
+        Event(kEventWarning, "Restarting",
+              absl::StrCat(what, ": restarting (policy ", api::RestartPolicyName(policy), ")"));
+        Note(DeletePod(pod, " (restart)"));
+        restarting = true;
+        continue;
+      }
+      if (action == api::ExitAction::kFailJob) {
+        Fail("ReplicaFailed", absl::StrCat("TrainingJob ", name, " has failed: ", what));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  absl::Status EnsureSecret() {
+    if (d.secrets->Get(kube::ObjectKey(ns, TokenSecretName(job))) != nullptr) {
+      return absl::OkStatus();
+    }
+    absl::StatusOr<kube::Json> created =
+        d.client->Create(kube::kSecrets, ns, BuildTokenSecret(job, job_json, RandomToken()));
+    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+    return absl::OkStatus();
+  }
+
+  absl::Status EnsurePodGroup() {
+    if (d.pod_groups == nullptr || !job.spec.run_policy.scheduling_policy) {
+      return absl::OkStatus();
+    }
+    if (d.pod_groups->Get(kube::ObjectKey(ns, name)) != nullptr) return absl::OkStatus();
+    absl::StatusOr<kube::Json> created =
+        d.client->Create(kube::kPodGroups, ns, BuildPodGroup(job, job_json));
+    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+    if (created.ok()) {
+      Event(kEventNormal, "SuccessfulCreatePodGroup", absl::StrCat("Created PodGroup: ", name));
+    }
+    return absl::OkStatus();
+  }
+
+  // Missing services and pods, created in parallel batches under
+  // expectations.
+  void CreateMissing() {
+    const std::string svc_key = ServiceExpectationKey(key);
+    const std::string pod_key = PodExpectationKey(key);
+    std::vector<std::function<absl::Status()>> ops;
+    if (d.expectations->Satisfied(svc_key)) {
+      std::set<std::string> names;
+      for (const auto& [type, spec] : job.spec.replica_specs) {
+        for (int i = 0; i < spec.Replicas(); ++i) {
+          if (services.count({type, i})) continue;
+          std::string svc_name = api::ReplicaName(job, type, i);
+          names.insert(svc_name);
+          ops.push_back([this, type, i, svc_name, svc_key]() -> absl::Status {
+            absl::StatusOr<kube::Json> created =
+                d.client->Create(kube::kServices, ns, BuildService(job, job_json, type, i));
+            if (!created.ok()) {
+              d.expectations->CreationObserved(svc_key, svc_name);
+              return absl::IsAlreadyExists(created.status()) ? absl::OkStatus() : created.status();
+            }
+            Event(kEventNormal, "SuccessfulCreateService",
+                  absl::StrCat("Created service: ", svc_name));
+            return absl::OkStatus();
+          });
+        }
+      }
+      d.expectations->ExpectCreations(svc_key, names);
+    }
+    if (d.expectations->Satisfied(pod_key)) {
+      std::set<std::string> names;
+      for (const auto& [type, spec] : job.spec.replica_specs) {
+        for (int i = 0; i < spec.Replicas(); ++i) {
+          if (pods.count({type, i})) continue;
+          std::string pod_name = api::ReplicaName(job, type, i);
+          names.insert(pod_name);
+          ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
+            absl::StatusOr<kube::Json> created =
+                d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
+            if (!created.ok()) {
+              d.expectations->CreationObserved(pod_key, pod_name);
+              if (absl::IsAlreadyExists(created.status())) return absl::OkStatus();
+              Event(
+                  kEventWarning, "FailedCreatePod",
+                  absl::StrCat("Error creating pod ", pod_name, ": ", created.status().message()));
+              return created.status();
+            }
+            d.metrics->PodCreated(ns);
+            Event(kEventNormal, "SuccessfulCreatePod", absl::StrCat("Created pod: ", pod_name));
+            return absl::OkStatus();
+          });
+        }
+      }
+      d.expectations->ExpectCreations(pod_key, names);
+      for (const ObjectPtr& pod : stray_pods) {
+        if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (replicas scaled down)"));
+      }
+    }
+    if (!ops.empty()) Note(RunInBatches(ops, d.max_parallel_creates));
+  }
+
+  void ComputeReplicaStatuses() {
+    kube::Json& replica_statuses = status["replicaStatuses"];
+    if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
+    for (const auto& [type, spec] : job.spec.replica_specs) {
+      int active = 0, ready = 0, succeeded = 0, failed = 0;
+      for (int i = 0; i < spec.Replicas(); ++i) {
+        auto it = pods.find({type, i});
+        if (it == pods.end()) continue;
+        const kube::Json& pod = *it->second;
+        std::string phase = PodPhase(pod);
+        if (phase == "Succeeded") {
+          ++succeeded;
+        } else if (phase == "Failed") {
+          ++failed;
+        } else if (!kube::IsBeingDeleted(pod)) {
+          ++active;
+          if (PodReady(pod)) ++ready;
+        }
+      }
+      kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
+      int restarts = rs.is_object() ? rs.value("restarts", 0) : 0;
+      rs = {{"active", active},
+            {"ready", ready},
+            {"succeeded", succeeded},
+            {"failed", failed},
+            {"restarts", restarts},
+            {"selector", absl::StrCat(api::kLabelJobName, "=", name, ",", api::kLabelReplicaType,
+                                      "=", api::ReplicaTypeLower(type))}};
+    }
+  }
+
+  // Success policy and the Running condition.
+  void DecidePhase() {
+    std::vector<api::ReplicaState> states;
+    bool all_running = true;
+    bool any_running = false;
+    for (const auto& [type, spec] : job.spec.replica_specs) {
+      for (int i = 0; i < spec.Replicas(); ++i) {
+        api::ReplicaState state;
+        state.type = type;
+        state.index = i;
+        state.name = api::ReplicaName(job, type, i);
+        auto it = pods.find({type, i});
+        std::string phase = it == pods.end() ? "" : PodPhase(*it->second);
+        bool deleting = it != pods.end() && kube::IsBeingDeleted(*it->second);
+        if (phase == "Succeeded") {
+          state.phase = api::ReplicaPhase::kSucceeded;
+          state.last_exit = api::ReplicaExit::Code(0);
+        } else if (phase == "Running" && !deleting) {
+          state.phase = api::ReplicaPhase::kRunning;
+          any_running = true;
+        } else {
+          state.phase = api::ReplicaPhase::kPending;
+          all_running = false;
+        }
+        states.push_back(state);
+      }
+    }
+    api::JobOutcome outcome = api::DecideJobOutcome(
+        job.spec.success_policy, job.ReplicaCount(ReplicaType::kChief) > 0, states);
+    if (outcome.phase == api::JobPhase::kSucceeded) {
+      Succeed(absl::StrCat("TrainingJob ", name, " successfully completed.",
+                           outcome.message.empty() ? "" : absl::StrCat(" ", outcome.message)));
+      return;
+    }
+    if (outcome.phase == api::JobPhase::kFailed) {
+      Fail(outcome.reason.empty() ? "ReplicaFailed" : outcome.reason, outcome.message);
+      return;
+    }
+    if (restarting) {
+      SetCondition(status, kCondRestarting, true, "JobRestarting",
+                   absl::StrCat("TrainingJob ", name, " is restarting because ",
+                                "one or more replicas failed or restarted."),
+                   now_str);
+    } else if (all_running && any_running) {
+      SetCondition(status, kCondRunning, true, "JobRunning",
+                   absl::StrCat("TrainingJob ", name, " is running."), now_str);
+    }
+  }
+
+  // PUT /status with the job's resourceVersion; on a conflict, our status
+  // goes onto the latest object (keeping its progress, which another loop
+  // writes).
+  absl::Status WriteStatus() {
+    if (status == original_status) return absl::OkStatus();
+    status["lastReconcileTime"] = now_str;
+    kube::Json object = job_json;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      object["status"] = status;
+      absl::StatusOr<kube::Json> written = d.client->UpdateStatus(kube::kTrainingJobs, object);
+      if (written.ok()) return absl::OkStatus();
+      if (!kube::IsConflict(written.status())) return written.status();
+      absl::StatusOr<kube::Json> latest = d.client->Get(kube::kTrainingJobs, ns, name);
+      if (!latest.ok()) {
+        return absl::IsNotFound(latest.status()) ? absl::OkStatus() : latest.status();
+      }
+      if (kube::Uid(*latest) != uid) return absl::OkStatus();  // a new job of the same name
+      if (latest->contains("status") && (*latest)["status"].is_object() &&
+          (*latest)["status"].contains("progress")) {
+        status["progress"] = (*latest)["status"]["progress"];
+      }
+      object = *std::move(latest);
+    }
+    return absl::AbortedError(absl::StrCat(key, ": status update kept conflicting"));
+  }
+};
+
+Reconciler::Reconciler(ReconcilerDeps deps) : deps_(std::move(deps)) {}
+
+absl::StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& job_key) {
+  ObjectPtr cached = deps_.jobs->Get(job_key);
+  if (cached == nullptr) {
+    deps_.expectations->Forget(PodExpectationKey(job_key));
+    deps_.expectations->Forget(ServiceExpectationKey(job_key));
+    return ReconcileResult{};
+  }
+  if (kube::IsBeingDeleted(*cached)) return ReconcileResult{};
+
+  Pass p(deps_, job_key);
+  p.job_json = *cached;
+  p.ns = kube::Namespace(p.job_json);
+  p.name = kube::Name(p.job_json);
+  p.uid = kube::Uid(p.job_json);
+  p.now = deps_.now();
+  p.now_str = kube::FormatTime(absl::ToUnixMicros(p.now));
+  p.status = p.job_json.contains("status") && p.job_json["status"].is_object()
+                 ? p.job_json["status"]
+                 : kube::Json::object();
+  p.original_status = p.status;
+
+  absl::StatusOr<api::TrainingJob> parsed = api::FromJson(p.job_json);
+  if (parsed.ok()) {
+    api::ApplyDefaults(*parsed);
+    if (absl::Status valid = api::Validate(*parsed); !valid.ok()) parsed = valid;
+  }
+  if (!parsed.ok()) {
+    // Nothing is created for an invalid spec; Failed is final.
+    if (!IsConditionTrue(p.status, kCondFailed)) {
+      p.job.metadata.name = p.name;
+      p.Fail("InvalidSpec", std::string(parsed.status().message()));
+    }
+    absl::Status written = p.WriteStatus();
+    if (!written.ok()) return written;
+    return ReconcileResult{};
+  }
+  p.job = *std::move(parsed);
+
+  if (FindCondition(p.status, kCondCreated) == nullptr) {
+    SetCondition(p.status, kCondCreated, true, "TrainingJobCreated",
+                 absl::StrCat("TrainingJob ", p.name, " is created."), p.now_str);
+    deps_.metrics->JobCreated(p.ns);
+  }
+  p.Collect();
+
+  if (IsFinished(p.status)) {
+    p.CleanUp();
+    if (p.HandleTtl()) return ReconcileResult{};
+  } else if (p.job.spec.run_policy.suspend) {
+    // Suspend: running pods go, the job stays; resume recreates them.
+    for (const auto& [k, pod] : p.pods) {
+      std::string phase = PodPhase(*pod);
+      if (!kube::IsBeingDeleted(*pod) && phase != "Succeeded") {
+        p.Note(p.DeletePod(pod, " (job suspended)"));
+      }
+    }
+    if (!IsConditionTrue(p.status, kCondSuspended)) {
+      p.Event(kEventNormal, "Suspended", absl::StrCat("TrainingJob ", p.name, " is suspended."));
+    }
+    SetCondition(p.status, kCondSuspended, true, "JobSuspended",
+                 absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
+    SetCondition(p.status, kCondRunning, false, "JobSuspended", "", p.now_str);
+    p.status.erase("startTime");
+    p.ComputeReplicaStatuses();
+  } else {
+    if (IsConditionTrue(p.status, kCondSuspended)) {
+      SetCondition(p.status, kCondSuspended, false, "JobResumed",
+                   absl::StrCat("TrainingJob ", p.name, " is resumed."), p.now_str);
+      p.Event(kEventNormal, "Resumed", absl::StrCat("TrainingJob ", p.name, " is resumed."));
+    }
+    if (!p.status.contains("startTime")) p.status["startTime"] = p.now_str;
+    std::optional<int64_t> start_us = kube::ParseTimeMicros(p.status.value("startTime", ""));
+    absl::Time start = start_us ? absl::FromUnixMicros(*start_us) : p.now;
+    bool past_deadline = false;
+    if (std::optional<int64_t> deadline = p.job.spec.run_policy.active_deadline_seconds) {
+      absl::Time end = start + absl::Seconds(*deadline);
+      if (p.now >= end) {
+        past_deadline = true;
+        p.Fail("DeadlineExceeded",
+               absl::StrCat("TrainingJob ", p.name, " has run past its activeDeadlineSeconds (",
+                            *deadline, " s)"));
+      } else {
+        p.Requeue(end - p.now);
+      }
+    }
+    if (!past_deadline && p.ApplyFailurePolicy()) {
+      p.Note(p.EnsureSecret());
+      p.Note(p.EnsurePodGroup());
+      if (p.error.ok()) p.CreateMissing();
+      p.ComputeReplicaStatuses();
+      p.DecidePhase();
+    } else {
+      p.ComputeReplicaStatuses();
+    }
+    if (IsFinished(p.status)) {
+      p.CleanUp();
+      p.HandleTtl();
+    }
+  }
+
+  absl::Status written = p.WriteStatus();
+  p.Note(written);
+  if (!p.error.ok()) return p.error;
+  return ReconcileResult{p.requeue};
+}
+
+}  // namespace kubetrain::controller

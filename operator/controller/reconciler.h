@@ -1,0 +1,76 @@
+// Reconciler: one level-triggered pass over one TrainingJob. It reads the
+// job, its pods, services and secret from the informer caches, decides what
+// should exist, acts (creates in parallel batches, deletes), writes status
+// through the /status subresource (retrying conflicts on the latest
+// object), and says when it must run again (deadline, TTL) even if nothing
+// else happens. It never trusts an event payload: everything comes from the
+// caches and the API.
+//
+// Pod failure policy, in one place (ApplyFailurePolicy):
+//   OnFailure/Always: the kubelet restarts containers in place; their
+//     restartCount counts toward backoffLimit;
+//   ExitCode: exit 128+ (signals, lost peers, eviction) deletes and
+//     recreates the pod; 1-127 fails the job;
+//   Never: a failed pod fails the job;
+//   backoffLimit counts restarts across all replicas; a pod deleted by
+//   someone else is recreated and not counted; a succeeded pod is kept and
+//   never re-run.
+//
+// Thread-safe: Reconcile may run concurrently for different keys (the work
+// queue never hands out the same key twice at once).
+#ifndef KUBETRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
+#define KUBETRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "operator/controller/event_recorder.h"
+#include "operator/controller/expectations.h"
+#include "operator/controller/operator_metrics.h"
+#include "operator/controller/replica_builder.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/logger.h"
+#include "operator/kube/object_cache.h"
+
+namespace kubetrain::controller {
+
+struct ReconcileResult {
+  std::optional<absl::Duration> requeue_after;
+};
+
+struct ReconcilerDeps {
+  kube::KubeClient* client = nullptr;
+  const kube::ObjectCache* jobs = nullptr;
+  const kube::ObjectCache* pods = nullptr;
+  const kube::ObjectCache* services = nullptr;
+  const kube::ObjectCache* secrets = nullptr;
+  const kube::ObjectCache* pod_groups = nullptr;  // null unless gang scheduling
+  Expectations* expectations = nullptr;
+  EventRecorder* events = nullptr;
+  OperatorMetrics* metrics = nullptr;
+  kube::Logger* logger = nullptr;
+  BuildOptions build;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+  int max_parallel_creates = 16;
+};
+
+// Expectation keys: pods and services of a job are tracked separately.
+std::string PodExpectationKey(const std::string& job_key);
+std::string ServiceExpectationKey(const std::string& job_key);
+
+class Reconciler {
+ public:
+  explicit Reconciler(ReconcilerDeps deps);
+  absl::StatusOr<ReconcileResult> Reconcile(const std::string& job_key);
+
+ private:
+  struct Pass;
+  ReconcilerDeps deps_;
+};
+
+}  // namespace kubetrain::controller
+
+#endif  // KUBETRAIN_OPERATOR_CONTROLLER_RECONCILER_H_

@@ -1,0 +1,242 @@
+#include "operator/controller/training_job_controller.h"
+
+#include <atomic>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "operator/api/cluster_spec.h"
+#include "operator/controller/event_recorder.h"
+#include "operator/controller/expectations.h"
+#include "operator/controller/job_status.h"
+#include "operator/controller/reconciler.h"
+#include "operator/kube/informer.h"
+#include "operator/kube/object.h"
+#include "operator/kube/rate_limiter.h"
+#include "operator/kube/resource.h"
+
+namespace kubetrain::controller {
+namespace {
+
+constexpr char kComponent[] = "controller";
+
+}  // namespace
+
+struct TrainingJobController::Impl {
+  kube::KubeClient& client;
+  const ControllerOptions options;
+  OperatorMetrics* const metrics;
+  const Clock& clock;
+  kube::Logger* const logger;
+
+  std::unique_ptr<kube::Informer> jobs;
+  std::unique_ptr<kube::Informer> pods;
+  std::unique_ptr<kube::Informer> services;
+  std::unique_ptr<kube::Informer> secrets;
+  std::unique_ptr<kube::Informer> pod_groups;
+  std::unique_ptr<kube::WorkQueue> queue;
+  Expectations expectations;
+  EventRecorder events;
+  std::unique_ptr<Reconciler> reconciler;
+  std::vector<std::thread> workers;
+  std::thread stats_thread;
+  std::atomic<bool> ready{false};
+
+  absl::Mutex mu;
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+
+  Impl(kube::KubeClient& c, ControllerOptions o, OperatorMetrics* m, const Clock& cl,
+       kube::Logger* l)
+      : client(c),
+        options(std::move(o)),
+        metrics(m),
+        clock(cl),
+        logger(l),
+        expectations(cl),
+        events(c, l) {}
+
+  std::vector<kube::Informer*> Informers() {
+    std::vector<kube::Informer*> out = {jobs.get(), pods.get(), services.get(), secrets.get()};
+    if (pod_groups) out.push_back(pod_groups.get());
+    return out;
+  }
+
+  // The job an owned object belongs to: namespace + job-name label, only
+  // for objects a TrainingJob controls.
+  static std::optional<std::string> OwnerKey(const kube::Json& obj) {
+    std::string job = kube::Label(obj, api::kLabelJobName);
+    if (job.empty() || !kube::ControllerUid(obj)) return std::nullopt;
+    return kube::ObjectKey(kube::Namespace(obj), job);
+  }
+
+  void WatchOwned(kube::Informer& informer, bool pods_informer) {
+    const std::string ns = options.watch_namespace;
+    (void)ns;
+    informer.AddHandlers(kube::InformerHandlers{
+        [this, pods_informer](const kube::ObjectPtr& o) {
+          if (auto key = OwnerKey(*o)) {
+            expectations.CreationObserved(
+                pods_informer ? PodExpectationKey(*key) : ServiceExpectationKey(*key),
+                kube::Name(*o));
+            queue->Add(*key);
+          }
+        },
+        [this](const kube::ObjectPtr& old_obj, const kube::ObjectPtr& new_obj) {
+          if (old_obj == new_obj) return;  // resync: the job informer covers it
+          if (auto key = OwnerKey(*new_obj)) queue->Add(*key);
+        },
+        [this, pods_informer](const kube::ObjectPtr& o) {
+          if (auto key = OwnerKey(*o)) {
+            if (pods_informer)
+              expectations.DeletionObserved(PodExpectationKey(*key), kube::Uid(*o));
+            queue->Add(*key);
+          }
+        }});
+  }
+
+  void Work() {
+    std::string key;
+    while (queue->Get(&key)) {
+      int64_t start = clock.NowNanos();
+      absl::StatusOr<ReconcileResult> result = reconciler->Reconcile(key);
+      double seconds = static_cast<double>(clock.NowNanos() - start) * 1e-9;
+      metrics->ObserveReconcile(seconds, !result.ok());
+      if (!result.ok()) {
+        logger->Warning(
+            kComponent,
+            absl::StrCat("reconcile ", key, " failed (will retry): ", result.status().message()));
+        queue->AddRateLimited(key);
+      } else {
+        queue->Forget(key);
+        if (result->requeue_after) queue->AddAfter(key, *result->requeue_after);
+      }
+      queue->Done(key);
+    }
+  }
+
+  void Stats() {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu);
+        auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return stopping; };
+        mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(2));
+        if (stopping) return;
+      }
+      std::map<std::pair<std::string, std::string>, int> phases;
+      for (const kube::ObjectPtr& job : jobs->cache().List()) {
+        const kube::Json& status =
+            job->contains("status") ? (*job)["status"] : kube::Json::object();
+        std::string phase = Phase(status);
+        if (!phase.empty()) ++phases[{kube::Namespace(*job), phase}];
+      }
+      metrics->SetJobPhases(phases);
+      metrics->SetQueueDepth(queue->Len());
+    }
+  }
+};
+
+TrainingJobController::TrainingJobController(kube::KubeClient& client, ControllerOptions options,
+                                             OperatorMetrics* metrics, const Clock& clock,
+                                             kube::Logger* logger)
+    : impl_(std::make_unique<Impl>(client, std::move(options), metrics, clock, logger)) {}
+
+TrainingJobController::~TrainingJobController() { Stop(); }
+
+absl::Status TrainingJobController::Start() {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (m.started) return absl::FailedPreconditionError("controller already started");
+    m.started = true;
+  }
+  if (m.options.gang_scheduler != "" && m.options.gang_scheduler != "volcano") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown gang scheduler \"", m.options.gang_scheduler, "\""));
+  }
+  m.queue = std::make_unique<kube::WorkQueue>(kube::NewDefaultControllerRateLimiter(m.clock),
+                                              m.options.queue_observer);
+  kube::InformerOptions job_options;
+  job_options.namespace_name = m.options.watch_namespace;
+  job_options.resync_period = m.options.resync_period;
+  kube::InformerOptions owned = job_options;
+  owned.label_selector = api::kLabelJobName;  // exists: only kubetrain's objects
+  owned.resync_period = absl::ZeroDuration();
+  m.jobs = std::make_unique<kube::Informer>(m.client, kube::kTrainingJobs, job_options, m.logger);
+  m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned, m.logger);
+  m.services = std::make_unique<kube::Informer>(m.client, kube::kServices, owned, m.logger);
+  m.secrets = std::make_unique<kube::Informer>(m.client, kube::kSecrets, owned, m.logger);
+  if (m.options.gang_scheduler == "volcano") {
+    m.pod_groups = std::make_unique<kube::Informer>(m.client, kube::kPodGroups, owned, m.logger);
+  }
+
+  m.jobs->AddHandlers(kube::InformerHandlers{
+      [&m](const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); },
+      [&m](const kube::ObjectPtr&, const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); },
+      [&m](const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); }});
+  m.WatchOwned(*m.pods, /*pods_informer=*/true);
+  m.WatchOwned(*m.services, /*pods_informer=*/false);
+  m.secrets->AddHandlers(kube::InformerHandlers{nullptr, nullptr, [&m](const kube::ObjectPtr& o) {
+                                                  if (auto key = Impl::OwnerKey(*o))
+                                                    m.queue->Add(*key);
+                                                }});
+
+  ReconcilerDeps deps;
+  deps.client = &m.client;
+  deps.jobs = &m.jobs->cache();
+  deps.pods = &m.pods->cache();
+  deps.services = &m.services->cache();
+  deps.secrets = &m.secrets->cache();
+  deps.pod_groups = m.pod_groups ? &m.pod_groups->cache() : nullptr;
+  deps.expectations = &m.expectations;
+  deps.events = &m.events;
+  deps.metrics = m.metrics;
+  deps.logger = m.logger;
+  deps.build.gang_scheduler = m.options.gang_scheduler;
+  m.reconciler = std::make_unique<Reconciler>(std::move(deps));
+
+  for (kube::Informer* informer : m.Informers()) informer->Start();
+  for (kube::Informer* informer : m.Informers()) {
+    if (!informer->WaitForSync(m.options.sync_timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat("the ", informer->type().plural,
+                                                      " informer did not sync within ",
+                                                      absl::FormatDuration(m.options.sync_timeout),
+                                                      " (is the API reachable, is the CRD "
+                                                      "installed, does RBAC allow list/watch?)"));
+    }
+  }
+  int workers = std::max(1, m.options.workers);
+  for (int i = 0; i < workers; ++i) m.workers.emplace_back([&m] { m.Work(); });
+  m.stats_thread = std::thread([&m] { m.Stats(); });
+  m.ready = true;
+  m.logger->Info(kComponent,
+                 absl::StrCat("started ", workers, " workers; watching ",
+                              m.options.watch_namespace.empty()
+                                  ? std::string("all namespaces")
+                                  : absl::StrCat("namespace ", m.options.watch_namespace)));
+  return absl::OkStatus();
+}
+
+void TrainingJobController::Stop() {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (!m.started || m.stopping) return;
+    m.stopping = true;
+  }
+  m.ready = false;
+  if (m.queue) m.queue->ShutDownWithDrain();
+  for (std::thread& t : m.workers) t.join();
+  m.workers.clear();
+  if (m.stats_thread.joinable()) m.stats_thread.join();
+  for (kube::Informer* informer : m.Informers()) {
+    if (informer != nullptr) informer->Stop();
+  }
+  m.logger->Info(kComponent, "stopped");
+}
+
+bool TrainingJobController::Ready() const { return impl_->ready.load(); }
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,60 @@
+// TrainingJobController: the operator's control loop. Informers on
+// TrainingJobs and on the Pods, Services and Secrets they own feed a
+// rate-limited work queue of job keys; N workers run the Reconciler on each
+// key (level-triggered: every run reads the cache, diffs, acts, and asks for
+// a delayed requeue when a deadline or TTL is due).
+//
+// Thread-safe: Start/Stop/Ready from any thread.
+#ifndef KUBETRAIN_OPERATOR_CONTROLLER_TRAINING_JOB_CONTROLLER_H_
+#define KUBETRAIN_OPERATOR_CONTROLLER_TRAINING_JOB_CONTROLLER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kubetrain/clock.h"
+#include "operator/controller/operator_metrics.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/logger.h"
+#include "operator/kube/work_queue.h"
+
+namespace kubetrain::controller {
+
+struct ControllerOptions {
+  std::string watch_namespace;  // "" = all namespaces
+  int workers = 4;
+  std::string gang_scheduler;  // "" or "volcano"
+  absl::Duration resync_period = absl::Minutes(10);
+  // How often status.progress is refreshed from the chief's metrics (0: off).
+  absl::Duration progress_interval = absl::Seconds(30);
+  absl::Duration sync_timeout = absl::Minutes(2);  // informers' first list
+  // Work-queue metrics (depth, adds, retries, latencies); may be null.
+  kube::WorkQueueObserver* queue_observer = nullptr;
+};
+
+class TrainingJobController {
+ public:
+  // Borrows everything; all must outlive the controller.
+  TrainingJobController(kube::KubeClient& client, ControllerOptions options,
+                        OperatorMetrics* metrics, const Clock& clock, kube::Logger* logger);
+  ~TrainingJobController();  // Stop()
+  TrainingJobController(const TrainingJobController&) = delete;
+  TrainingJobController& operator=(const TrainingJobController&) = delete;
+
+  // Starts informers, waits for their first list (error on timeout), then
+  // the workers. Returns once running.
+  absl::Status Start();
+  // Stops taking work, lets in-flight reconciles finish, stops informers.
+  void Stop();
+  // True once every informer has synced and workers run (readiness probe).
+  bool Ready() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kubetrain::controller
+
+#endif  // KUBETRAIN_OPERATOR_CONTROLLER_TRAINING_JOB_CONTROLLER_H_
