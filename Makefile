@@ -29,6 +29,7 @@ test: build
 bench: build
 	@$(BUILD_DIR)/bench/kubetrain_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bench/kubetrain_ps_bench
+	@$(BUILD_DIR)/bench/kubetrain_metrics_bench --benchmark_counters_tabular=true
 
 format:
 	@git ls-files '*.cc' '*.h' '*.cu' | xargs clang-format -i
