@@ -1,0 +1,395 @@
+// The `kubetrain-operator` binary: parses its flags once, then wires the
+// operator together: logger -> Kubernetes config -> REST transport -> client
+// -> metrics (/metrics) -> health probes (/healthz, /readyz) -> leader
+// election -> TrainingJobController.
+//
+// Readiness follows controller-runtime: a standby replica (leader election
+// on, another replica leads) is ready, because it is healthy and able to take
+// over; the leader is ready once its controller has synced its informers.
+//
+// Lifecycle: SIGTERM or SIGINT stops the controller (in-flight reconciles
+// finish), then the elector (which releases the Lease so a standby takes
+// over at once), then the servers, and exits 0. Losing leadership exits 1
+// ("leader election lost") so the Deployment restarts a clean standby, as
+// client-go's leader election does. Exit codes: 0 done, 1 failure, 2 bad
+// flags.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kubetrain/clock.h"
+#include "operator/controller/training_job_controller.h"
+#include "operator/health_server.h"
+#include "operator/kube/cpprest_transport.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/kube_config.h"
+#include "operator/kube/leader_elector.h"
+#include "operator/kube/logger.h"
+#include "operator/kube/resource.h"
+#include "operator/metrics/metrics_endpoint.h"
+#include "operator/metrics/prometheus_operator_metrics.h"
+#include "operator/operator_options.h"
+
+namespace {
+
+using kubetrain::operator_main::kProgramName;
+
+constexpr char kLog[] = "operator";
+
+// Why the process stops. The first reason wins; later ones (a failure caused
+// by the shutdown itself) are ignored. Thread-safe.
+class StopEvent {
+ public:
+  void Request(int exit_code, const std::string& reason) {
+    absl::MutexLock lock(&mu_);
+    if (requested_) return;
+    requested_ = true;
+    exit_code_ = exit_code;
+    reason_ = reason;
+  }
+  bool requested() const {
+    absl::MutexLock lock(&mu_);
+    return requested_;
+  }
+  // Blocks until Request(); returns its exit code and reason.
+  std::pair<int, std::string> Wait() const {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&requested_));
+    return {exit_code_, reason_};
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool requested_ ABSL_GUARDED_BY(mu_) = false;
+  int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string reason_ ABSL_GUARDED_BY(mu_);
+};
+
+// SIGTERM and SIGINT are blocked in every thread (main blocks them before
+// starting any); this thread takes them with sigwait(). The first asks for a
+// clean shutdown; a second one, while shutting down, exits at once.
+class SignalThread {
+ public:
+  SignalThread(StopEvent& stop, kubetrain::kube::Logger& logger)
+      : stop_(stop), logger_(logger), thread_([this] { Loop(); }) {}
+  ~SignalThread() {
+    done_.store(true);
+    // Wakes sigwait(): the signal is blocked, so it goes to that call.
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+  static void BlockInThisThread() {
+    sigset_t set = Signals();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+
+ private:
+  static sigset_t Signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    return set;
+  }
+
+  void Loop() {
+    const sigset_t set = Signals();
+    int received = 0;
+    while (true) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (done_.load()) return;
+      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+      if (++received > 1) {
+        logger_.Error(kLog,
+                      absl::StrCat("received ", name, " again while shutting down: exiting now"));
+        std::_Exit(1);
+      }
+      logger_.Info(kLog, absl::StrCat("received ", name, ": shutting down"));
+      stop_.Request(0, absl::StrCat("received ", name));
+    }
+  }
+
+  StopEvent& stop_;
+  kubetrain::kube::Logger& logger_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: starts once the fields above exist
+};
+
+// Runs TrainingJobController::Start() on a thread of its own (it blocks
+// until the informers synced, and must not hold up the elector's renewals),
+// and stops the controller however far Start() got. Thread-safe.
+class ControllerRunner {
+ public:
+  ControllerRunner(kubetrain::controller::TrainingJobController& controller, StopEvent& stop,
+                   kubetrain::kube::Logger& logger)
+      : controller_(controller), stop_(stop), logger_(logger) {}
+  ~ControllerRunner() { Stop(); }
+  ControllerRunner(const ControllerRunner&) = delete;
+  ControllerRunner& operator=(const ControllerRunner&) = delete;
+
+  // Starts the controller once; later calls and calls after Stop() do nothing.
+  void Start() {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || started_) return;
+    started_ = true;
+    thread_ = std::thread([this] {
+      logger_.Info(kLog, "starting the controller (waiting for informers to sync)");
+      const absl::Status s = controller_.Start();
+      if (!s.ok()) {
+        logger_.Error(kLog, absl::StrCat("the controller failed to start: ", s.message()));
+        stop_.Request(1, absl::StrCat("the controller failed to start: ", s.message()));
+        return;
+      }
+      logger_.Info(kLog, "controller running");
+    });
+  }
+
+  // Stops the controller: in-flight reconciles finish. Idempotent.
+  void Stop() {
+    std::thread thread;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      thread = std::move(thread_);
+    }
+    // Stop() also ends a Start() still waiting for informers; a Start() that
+    // had not begun yet runs after it, so stop again once it returned.
+    controller_.Stop();
+    if (thread.joinable()) thread.join();
+    controller_.Stop();
+  }
+
+ private:
+  kubetrain::controller::TrainingJobController& controller_;
+  StopEvent& stop_;
+  kubetrain::kube::Logger& logger_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string Hostname() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == 0) return "kubetrain-operator";
+  return name;
+}
+
+uint32_t RandomSuffix() {
+  std::random_device device;
+  return static_cast<uint32_t>(device());
+}
+
+// The operator, once the flags are parsed. Returns the exit code.
+int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
+  namespace kube = kubetrain::kube;
+  namespace metrics_ns = kubetrain::operator_metrics;
+  kube::StreamLogger logger(std::cerr, o.log_format, o.log_level);
+  logger.Info(kLog, absl::StrCat("kubetrain-operator starting: namespace ",
+                                 o.watch_namespace.empty() ? "(all)" : o.watch_namespace,
+                                 ", workers ", o.workers, ", leader election ",
+                                 o.leader_elect ? "on" : "off", ", gang scheduler ",
+                                 o.gang_scheduler.empty() ? "(none)" : o.gang_scheduler));
+
+  StopEvent stop;
+  SignalThread signals(stop, logger);
+  kube::RealConfigEnvironment env;
+  kubetrain::RealClock clock;
+
+  // Kubernetes API.
+  absl::StatusOr<kube::KubeConfig> config = kube::ResolveKubeConfig(o.kubeconfig, "", env);
+  if (!config.ok()) {
+    logger.Error(kLog, absl::StrCat("cannot load the Kubernetes configuration: ",
+                                    config.status().message()));
+    return 1;
+  }
+  logger.Info(kLog, absl::StrCat("Kubernetes API ", config->server, " from ", config->source));
+  absl::StatusOr<std::unique_ptr<kube::CpprestTransport>> transport =
+      kube::CpprestTransport::Create(*config, kube::TransportOptions{}, env, clock);
+  if (!transport.ok()) {
+    logger.Error(kLog, absl::StrCat("cannot use the Kubernetes configuration from ", config->source,
+                                    ": ", transport.status().message()));
+    return 1;
+  }
+  kube::KubeClient client(std::move(*transport));
+  // Fail fast with a clear message when the API is unreachable, the
+  // credentials are refused or the CRD is missing, instead of retrying in
+  // the informers.
+  {
+    kube::ListOptions probe;
+    probe.limit = 1;
+    absl::StatusOr<kube::ObjectList> jobs =
+        client.List(kube::kTrainingJobs, o.watch_namespace, probe);
+    if (!jobs.ok()) {
+      const std::string hint = absl::IsNotFound(jobs.status())
+                                   ? " (is the TrainingJob CRD installed? kubectl apply -f crds/)"
+                                   : "";
+      logger.Error(kLog, absl::StrCat("cannot list TrainingJobs at ", config->server, ": ",
+                                      jobs.status().message(), hint));
+      return 1;
+    }
+    logger.Info(kLog, "Kubernetes API reachable, TrainingJob CRD present");
+  }
+
+  // Metrics.
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics_ns::PrometheusOperatorMetrics metrics(*registry);
+  metrics.SetLeader(!o.leader_elect);
+  std::unique_ptr<metrics_ns::MetricsEndpoint> metrics_endpoint;
+  if (o.metrics_bind_address.enabled) {
+    absl::StatusOr<std::unique_ptr<metrics_ns::MetricsEndpoint>> endpoint =
+        metrics_ns::MetricsEndpoint::Start(o.metrics_bind_address.CivetwebPorts(),
+                                           o.metrics_bind_address.ToString(), registry);
+    if (!endpoint.ok()) {
+      logger.Error(kLog, std::string(endpoint.status().message()));
+      return 1;
+    }
+    metrics_endpoint = std::move(*endpoint);
+    logger.Info(kLog, absl::StrCat("serving metrics on ", o.metrics_bind_address.host, ":",
+                                   metrics_endpoint->port(), "/metrics"));
+  } else {
+    logger.Info(kLog, "metrics disabled (--metrics-bind-address=0)");
+  }
+
+  // Controller and leader election.
+  kubetrain::controller::TrainingJobController controller(
+      client, kubetrain::operator_main::ToControllerOptions(o), &metrics, clock, &logger);
+  ControllerRunner runner(controller, stop, logger);
+  std::unique_ptr<kube::LeaderElector> elector;
+  std::atomic<bool> electing{false};
+  if (o.leader_elect) {
+    const std::string identity =
+        kubetrain::operator_main::LeaderElectionIdentity(Hostname(), RandomSuffix());
+    const std::string lease_namespace =
+        kubetrain::operator_main::ResolveLeaderElectionNamespace(o, *config, env);
+    kube::LeaderCallbacks callbacks;
+    callbacks.on_started_leading = [&] {
+      logger.Info(kLog, absl::StrCat("became the leader as ", identity));
+      metrics.SetLeader(true);
+      runner.Start();
+    };
+    callbacks.on_stopped_leading = [&] {
+      logger.Info(kLog, "stopped leading");
+      metrics.SetLeader(false);
+    };
+    callbacks.on_new_leader = [&](const std::string& leader) {
+      if (leader != identity) logger.Info(kLog, absl::StrCat("the leader is ", leader));
+    };
+    elector = std::make_unique<kube::LeaderElector>(
+        client, kubetrain::operator_main::ToLeaderElectionConfig(o, lease_namespace, identity),
+        std::move(callbacks), clock, &logger);
+    logger.Info(kLog, absl::StrCat("leader election on Lease ", lease_namespace, "/",
+                                   o.leader_election_id, " as ", identity));
+  }
+
+  // Health probes.
+  std::unique_ptr<kubetrain::operator_main::HealthServer> health;
+  if (o.health_probe_bind_address.enabled) {
+    kubetrain::operator_main::HealthChecks checks;
+    checks.live = [] { return absl::OkStatus(); };
+    checks.ready = [&]() -> absl::Status {
+      if (stop.requested()) return absl::UnavailableError("shutting down");
+      if (controller.Ready()) return absl::OkStatus();
+      if (elector != nullptr) {
+        if (!electing.load()) return absl::UnavailableError("leader election not running");
+        // A standby is ready: it is healthy and can take over.
+        if (!elector->IsLeader()) return absl::OkStatus();
+        return absl::UnavailableError("leading; controller informers not synced yet");
+      }
+      return absl::UnavailableError("controller informers not synced yet");
+    };
+    absl::StatusOr<std::unique_ptr<kubetrain::operator_main::HealthServer>> server =
+        kubetrain::operator_main::HealthServer::Start(o.health_probe_bind_address.CivetwebPorts(),
+                                                      o.health_probe_bind_address.ToString(),
+                                                      std::move(checks));
+    if (!server.ok()) {
+      logger.Error(kLog, std::string(server.status().message()));
+      return 1;
+    }
+    health = std::move(*server);
+    logger.Info(kLog, absl::StrCat("serving health probes on ", o.health_probe_bind_address.host,
+                                   ":", health->port(), " (/healthz, /readyz)"));
+  } else {
+    logger.Info(kLog, "health probes disabled (--health-probe-bind-address=0)");
+  }
+
+  // Run.
+  std::thread elector_thread;
+  if (elector != nullptr) {
+    electing.store(true);
+    elector_thread = std::thread([&] {
+      const absl::Status s = elector->Run();
+      electing.store(false);
+      if (absl::IsAborted(s)) {
+        logger.Error(kLog, "leader election lost");
+        stop.Request(1, "leader election lost");
+      } else if (!s.ok()) {
+        logger.Error(kLog, absl::StrCat("leader election failed: ", s.message()));
+        stop.Request(1, absl::StrCat("leader election failed: ", s.message()));
+      }
+    });
+  } else {
+    runner.Start();
+  }
+
+  const auto [exit_code, reason] = stop.Wait();
+  logger.Info(kLog, absl::StrCat("shutting down: ", reason));
+  runner.Stop();
+  logger.Info(kLog, "controller stopped");
+  if (elector != nullptr) {
+    elector->Stop();
+    elector_thread.join();
+    logger.Info(kLog, "leader election stopped");
+  }
+  metrics.SetLeader(false);
+  health.reset();
+  metrics_endpoint.reset();
+  logger.Info(kLog, absl::StrCat("exiting with code ", exit_code));
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so every thread inherits the mask and only
+  // SignalThread takes SIGTERM/SIGINT.
+  SignalThread::BlockInThisThread();
+
+  const std::vector<std::string> args(argv, argv + argc);
+  absl::StatusOr<kubetrain::operator_main::CommandLine> command_line =
+      kubetrain::operator_main::ParseCommandLine(args);
+  if (!command_line.ok()) {
+    std::cerr << kProgramName << ": error: " << command_line.status().message() << std::endl;
+    return 2;
+  }
+  switch (command_line->action) {
+    case kubetrain::operator_main::CommandLine::Action::kPrintHelp:
+    case kubetrain::operator_main::CommandLine::Action::kPrintVersion:
+      std::cout << command_line->text << std::flush;
+      return 0;
+    case kubetrain::operator_main::CommandLine::Action::kRun:
+      break;
+  }
+  return RunOperator(command_line->options);
+}
