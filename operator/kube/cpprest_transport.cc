@@ -124,19 +124,27 @@ class CpprestStream final : public HttpStream {
       char chunk[16384];
       size_t n = 0;
       try {
-        n = response_.body()
-                .streambuf()
-                .getn(reinterpret_cast<uint8_t*>(chunk), sizeof chunk)
-                .get();
+        // getn() waits for the whole count; wait for one byte instead, then
+        // take whatever else has already arrived.
+        auto buf = response_.body().streambuf();
+        size_t avail = buf.in_avail();
+        if (avail == 0) {
+          auto c = buf.bumpc().get();  // getc() would only peek
+          if (c == decltype(buf)::traits::eof()) {
+            eof_ = true;
+            continue;
+          }
+          buffer_.push_back(static_cast<char>(c));
+          avail = buf.in_avail();
+        }
+        if (avail > 0) {
+          n = buf.getn(reinterpret_cast<uint8_t*>(chunk), std::min(avail, sizeof chunk)).get();
+        }
       } catch (const std::exception& e) {
         if (cts_.get_token().is_canceled()) return absl::CancelledError("watch cancelled");
         return absl::UnavailableError(absl::StrCat("stream broken: ", e.what()));
       }
-      if (n == 0) {
-        eof_ = true;
-      } else {
-        buffer_.append(chunk, n);
-      }
+      buffer_.append(chunk, n);
     }
   }
 

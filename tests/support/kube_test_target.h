@@ -1,0 +1,58 @@
+// KubeTestTarget: the Kubernetes API a test talks to. By default an
+// in-process KubeEmulator; when KUBETRAIN_TEST_KUBECONFIG names a
+// kubeconfig, that real cluster instead (the TrainingJob CRD must be
+// installed there), so the same tests run against both.
+//
+// Each target works in a namespace of its own ("kt-<random>"), created at
+// start and deleted at the end on a real cluster. Tests that need fault
+// injection call KT_REQUIRE_EMULATOR and skip against a real cluster.
+// Thread-safe after Create.
+#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
+#define KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/clock.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/kube_config.h"
+#include "tests/support/kube_emulator.h"
+
+namespace kubetrain::testing {
+
+class KubeTestTarget {
+ public:
+  static absl::StatusOr<std::unique_ptr<KubeTestTarget>> Create(
+      const KubeEmulatorOptions& options = {});
+  ~KubeTestTarget();
+
+  kube::KubeClient& client() { return *client_; }
+  // Another client with its own connections (a second operator, a racer).
+  absl::StatusOr<std::unique_ptr<kube::KubeClient>> NewClient(kube::RetryPolicy retry = {}) const;
+  // The transport config, for tests that wrap transports themselves.
+  const kube::KubeConfig& config() const { return config_; }
+  // Null against a real cluster.
+  KubeEmulator* emulator() { return emulator_.get(); }
+  bool real_cluster() const { return emulator_ == nullptr; }
+  const std::string& ns() const { return ns_; }
+
+ private:
+  KubeTestTarget() = default;
+
+  std::unique_ptr<KubeEmulator> emulator_;
+  kube::KubeConfig config_;
+  kube::RealConfigEnvironment env_;
+  RealClock clock_;
+  std::unique_ptr<kube::KubeClient> client_;
+  std::string ns_;
+};
+
+}  // namespace kubetrain::testing
+
+#define KT_REQUIRE_EMULATOR(target)                                                        \
+  if ((target)->emulator() == nullptr) {                                                   \
+    GTEST_SKIP() << "needs the API emulator's fault injection; skipped on a real cluster"; \
+  }
+
+#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
