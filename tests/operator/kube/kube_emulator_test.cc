@@ -1,0 +1,356 @@
+#include "tests/support/kube_emulator.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/kube_emulator_client.h"
+
+namespace kubetrain::testing {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kPods[] = "/api/v1/namespaces/default/pods";
+constexpr char kJobs[] = "/apis/kubetrain.io/v1alpha1/namespaces/default/trainingjobs";
+
+// Polls `cond` until it holds or `timeout` passes.
+bool Eventually(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10)) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return cond();
+}
+
+json PodBody(const std::string& name, const json& labels = json::object()) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"labels", labels}}},
+          {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox:1.36"}}}}}}};
+}
+
+json JobBody(const std::string& name, int replicas = 1) {
+  return {{"apiVersion", "kubetrain.io/v1alpha1"},
+          {"kind", "TrainingJob"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"replicaSpecs", {{"Worker", {{"replicas", replicas}}}}}}}};
+}
+
+class KubeEmulatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start({}); }
+  void Start(const KubeEmulatorOptions& options) {
+    emu_.reset();
+    absl::StatusOr<std::unique_ptr<KubeEmulator>> emu = KubeEmulator::Start(options);
+    ASSERT_TRUE(emu.ok()) << emu.status();
+    emu_ = *std::move(emu);
+  }
+  std::string U(const std::string& path) const { return emu_->Url() + path; }
+  json Create(const std::string& path, const json& body, long want = 201) {
+    HttpReply r = Send("POST", U(path), body.dump());
+    EXPECT_EQ(r.code, want) << r.body;
+    return r.Json();
+  }
+  long Code(const std::string& path) const { return Get(U(path)).code; }
+
+  std::unique_ptr<KubeEmulator> emu_;
+};
+
+TEST_F(KubeEmulatorTest, CreateGetListDeletePod) {
+  json pod = Create(kPods, PodBody("p1", {{"app", "a"}}));
+  EXPECT_EQ(pod["status"]["phase"], "Pending");
+  EXPECT_EQ(pod["status"]["qosClass"], "BestEffort");
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "Always");
+  EXPECT_EQ(pod["spec"]["schedulerName"], "default-scheduler");
+  EXPECT_EQ(pod["metadata"]["uid"].get<std::string>().size(), 36u);
+  HttpReply got = Get(U(absl::StrCat(kPods, "/p1")));
+  EXPECT_EQ(got.code, 200);
+  EXPECT_EQ(got.Json(), pod);
+  EXPECT_EQ(got.body.back(), '\n');
+  json again = Create(kPods, PodBody("p1"), 409);
+  EXPECT_EQ(again["reason"], "AlreadyExists");
+  EXPECT_EQ(again["message"], "pods \"p1\" already exists");
+  json missing = Get(U(absl::StrCat(kPods, "/nope"))).Json();
+  EXPECT_EQ(missing["message"], "pods \"nope\" not found");
+  json list = Get(U("/api/v1/pods?labelSelector=app%3Da")).Json();
+  ASSERT_EQ(list["items"].size(), 1u);
+  EXPECT_EQ(list["kind"], "PodList");
+  EXPECT_EQ(list["metadata"]["resourceVersion"], std::to_string(emu_->ResourceVersion()));
+  HttpReply del = Send("DELETE", U(absl::StrCat(kPods, "/p1")), "");
+  EXPECT_EQ(del.code, 200);
+  EXPECT_TRUE(del.Json()["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(Code(absl::StrCat(kPods, "/p1")), 404);
+  EXPECT_EQ(Create("/api/v1/namespaces/nope/pods", PodBody("x"), 404)["message"],
+            "namespaces \"nope\" not found");
+  EXPECT_EQ(Get(U("/api/v1/namespaces/nope/pods")).Json()["items"], json::array());
+}
+
+TEST_F(KubeEmulatorTest, GenerateNameInvalidNameAndResourceVersionOnCreate) {
+  json p = PodBody("");
+  p["metadata"].erase("name");
+  p["metadata"]["generateName"] = "train-";
+  json pod = Create(kPods, p);
+  EXPECT_EQ(pod["metadata"]["name"].get<std::string>().size(), 11u);
+  json bad = Create(kPods, PodBody("Bad_Name"), 422);
+  EXPECT_EQ(bad["details"]["causes"][0]["field"], "metadata.name");
+  json rv = PodBody("z");
+  rv["metadata"]["resourceVersion"] = "5";
+  json err = Create(kPods, rv, 500);
+  EXPECT_FALSE(err.contains("reason"));
+}
+
+TEST_F(KubeEmulatorTest, CustomResourceGenerationStatusAndConflicts) {
+  json tj = Create(kJobs, JobBody("tj"));
+  EXPECT_EQ(tj["metadata"]["generation"], 1);
+  std::string url = U(absl::StrCat(kJobs, "/tj"));
+  // PUT without resourceVersion: 422 for custom resources.
+  json no_rv = tj;
+  no_rv["metadata"].erase("resourceVersion");
+  EXPECT_EQ(Send("PUT", url, no_rv.dump()).code, 422);
+  // Spec change bumps generation; status on the main resource is ignored.
+  json put = tj;
+  put["spec"]["replicaSpecs"]["Worker"]["replicas"] = 2;
+  put["status"] = {{"phase", "Ignored"}};
+  HttpReply r = Send("PUT", url, put.dump());
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.Json()["metadata"]["generation"], 2);
+  EXPECT_FALSE(r.Json().contains("status"));
+  // Stale resourceVersion: 409 with the real message.
+  HttpReply stale = Send("PUT", url, put.dump());
+  EXPECT_EQ(stale.code, 409);
+  EXPECT_EQ(stale.Json()["message"],
+            "Operation cannot be fulfilled on trainingjobs.kubetrain.io \"tj\": the object has "
+            "been modified; please apply your changes to the latest version and try again");
+  // /status changes only status and keeps generation.
+  HttpReply st =
+      Send("PATCH", url + "/status",
+           R"({"status":{"phase":"Running"},"spec":{"replicaSpecs":{"Worker":{"replicas":9}}}})",
+           "application/merge-patch+json");
+  ASSERT_EQ(st.code, 200) << st.body;
+  EXPECT_EQ(st.Json()["status"]["phase"], "Running");
+  EXPECT_EQ(st.Json()["spec"]["replicaSpecs"]["Worker"]["replicas"], 2);
+  EXPECT_EQ(st.Json()["metadata"]["generation"], 2);
+  // Identical write: no new resourceVersion.
+  int64_t rv = emu_->ResourceVersion();
+  EXPECT_EQ(Send("PATCH", url, "{}", "application/merge-patch+json").code, 200);
+  EXPECT_EQ(emu_->ResourceVersion(), rv);
+  EXPECT_EQ(Send("PATCH", url, "{}", "application/strategic-merge-patch+json").code, 415);
+  EXPECT_EQ(Create(kJobs, JobBody("bad", -1), 422)["details"]["kind"], "TrainingJob");
+}
+
+TEST_F(KubeEmulatorTest, PaginationWithContinueTokens) {
+  for (const char* n : {"c", "a", "b"}) Create(kPods, PodBody(n));
+  json page = Get(U(absl::StrCat(kPods, "?limit=2"))).Json();
+  ASSERT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["items"][0]["metadata"]["name"], "a");
+  EXPECT_EQ(page["metadata"]["remainingItemCount"], 1);
+  std::string token = page["metadata"]["continue"];
+  json last = Get(U(absl::StrCat(kPods, "?limit=2&continue=", token))).Json();
+  ASSERT_EQ(last["items"].size(), 1u);
+  EXPECT_EQ(last["items"][0]["metadata"]["name"], "c");
+  EXPECT_FALSE(last["metadata"].contains("continue"));
+  EXPECT_EQ(last["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
+  emu_->Compact();
+  HttpReply expired = Get(U(absl::StrCat(kPods, "?limit=2&continue=", token)));
+  EXPECT_EQ(expired.code, 410);
+  EXPECT_EQ(expired.Json()["reason"], "Expired");
+  EXPECT_EQ(
+      Get(U(absl::StrCat(kPods, "?fieldSelector=status.phase%3DPending"))).Json()["items"].size(),
+      3u);
+  EXPECT_EQ(Get(U(absl::StrCat(kPods, "?fieldSelector=spec.image%3Dx"))).code, 400);
+}
+
+TEST_F(KubeEmulatorTest, WatchReplaySelectorsAndTimeout) {
+  std::string rv = std::to_string(emu_->ResourceVersion());
+  Create(kPods, PodBody("w1", {{"app", "w"}}));
+  WatchStream watch(U(absl::StrCat(kPods, "?watch=1&labelSelector=app%3Dw&resourceVersion=", rv)));
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(watch.Events()[0]["type"], "ADDED");
+  ASSERT_EQ(Send("PATCH", U(absl::StrCat(kPods, "/w1")), R"({"metadata":{"labels":{"app":"x"}}})",
+                 "application/merge-patch+json")
+                .code,
+            200);
+  ASSERT_TRUE(watch.WaitForLines(2, absl::Seconds(10)));
+  json left = watch.Events()[1];
+  EXPECT_EQ(left["type"], "DELETED");  // left the selector: old labels, new resourceVersion
+  EXPECT_EQ(left["object"]["metadata"]["labels"]["app"], "w");
+  EXPECT_EQ(left["object"]["metadata"]["resourceVersion"], std::to_string(emu_->ResourceVersion()));
+  EXPECT_EQ(emu_->OpenWatches(), 1);
+  watch.Stop();
+  EXPECT_TRUE(Eventually([&] { return emu_->OpenWatches() == 0; }));
+
+  WatchStream timed(U(absl::StrCat(kPods, "?watch=1&timeoutSeconds=1")));
+  ASSERT_TRUE(timed.WaitForEnd(absl::Seconds(10)));
+  EXPECT_TRUE(timed.clean_end());
+  ASSERT_EQ(timed.Events().size(), 1u);  // current state as ADDED, then a clean end
+}
+
+TEST_F(KubeEmulatorTest, WatchTooOldBookmarksAndDrop) {
+  KubeEmulatorOptions options;
+  options.bookmark_interval = absl::Milliseconds(100);
+  Start(options);
+  std::string rv = std::to_string(emu_->ResourceVersion());
+  Create(kPods, PodBody("b1"));
+  emu_->Compact();
+  WatchStream old(U(absl::StrCat(kPods, "?watch=1&resourceVersion=", rv)));
+  ASSERT_TRUE(old.WaitForEnd(absl::Seconds(10)));
+  EXPECT_EQ(old.code(), 200);
+  ASSERT_EQ(old.Events().size(), 1u);
+  EXPECT_EQ(old.Events()[0]["type"], "ERROR");
+  EXPECT_EQ(old.Events()[0]["object"]["code"], 410);
+  EXPECT_EQ(Get(U(absl::StrCat(kPods, "?resourceVersionMatch=Exact&resourceVersion=", rv))).code,
+            410);
+
+  Create(kPods, PodBody("b2"));  // a resourceVersion after the compaction
+  std::string now = std::to_string(emu_->ResourceVersion());
+  WatchStream bm(U(absl::StrCat(kPods, "?watch=1&allowWatchBookmarks=true&resourceVersion=", now)));
+  ASSERT_TRUE(bm.WaitForLines(1, absl::Seconds(10)));
+  json b = bm.Events()[0];
+  EXPECT_EQ(b["type"], "BOOKMARK");
+  EXPECT_EQ(b["object"]["metadata"]["resourceVersion"], now);
+  EXPECT_TRUE(b["object"]["spec"]["containers"].is_null());
+  emu_->DropWatches();
+  ASSERT_TRUE(bm.WaitForEnd(absl::Seconds(10)));
+  EXPECT_FALSE(bm.clean_end());  // cut, not a clean end of stream
+}
+
+TEST_F(KubeEmulatorTest, GarbageCollection) {
+  json bg = Create(kJobs, JobBody("bg"));
+  json fg = Create(kJobs, JobBody("fg"));
+  json orphan = Create(kJobs, JobBody("or"));
+  auto owned = [](const std::string& name, const json& owner) {
+    json p = PodBody(name);
+    p["metadata"]["ownerReferences"] = {{{"apiVersion", "kubetrain.io/v1alpha1"},
+                                         {"kind", "TrainingJob"},
+                                         {"name", owner["metadata"]["name"]},
+                                         {"uid", owner["metadata"]["uid"]},
+                                         {"controller", true},
+                                         {"blockOwnerDeletion", true}}};
+    return p;
+  };
+  Create(kPods, owned("bg-pod", bg));
+  Create(kPods, owned("fg-pod", fg));
+  Create(kPods, owned("or-pod", orphan));
+  json dangling = owned("dangling", bg);
+  dangling["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-000000000000";
+  Create(kPods, dangling);
+
+  HttpReply d1 = Send("DELETE", U(absl::StrCat(kJobs, "/bg")), "");
+  EXPECT_EQ(d1.Json()["status"], "Success");
+  EXPECT_EQ(d1.Json()["details"]["uid"], bg["metadata"]["uid"]);
+  EXPECT_TRUE(Eventually([&] { return Code(absl::StrCat(kPods, "/bg-pod")) == 404; }));
+  EXPECT_TRUE(Eventually([&] { return Code(absl::StrCat(kPods, "/dangling")) == 404; }));
+
+  HttpReply d2 = Send("DELETE", U(absl::StrCat(kJobs, "/fg?propagationPolicy=Foreground")), "");
+  EXPECT_EQ(d2.Json()["metadata"]["finalizers"], json::array({"foregroundDeletion"}));
+  EXPECT_EQ(d2.Json()["metadata"]["generation"], 2);
+  EXPECT_TRUE(Eventually([&] { return Code(absl::StrCat(kPods, "/fg-pod")) == 404; }));
+  EXPECT_TRUE(Eventually([&] { return Code(absl::StrCat(kJobs, "/fg")) == 404; }));
+
+  HttpReply d3 = Send("DELETE", U(absl::StrCat(kJobs, "/or")), R"({"propagationPolicy":"Orphan"})");
+  EXPECT_EQ(d3.Json()["metadata"]["finalizers"], json::array({"orphan"}));
+  EXPECT_TRUE(Eventually([&] { return Code(absl::StrCat(kJobs, "/or")) == 404; }));
+  json kept = Get(U(absl::StrCat(kPods, "/or-pod"))).Json();
+  EXPECT_FALSE(kept["metadata"].contains("ownerReferences"));
+
+  // A custom finalizer blocks removal until an update clears it.
+  json fin = JobBody("fin");
+  fin["metadata"]["finalizers"] = {"example.com/hold"};
+  Create(kJobs, fin);
+  EXPECT_EQ(Send("DELETE", U(absl::StrCat(kJobs, "/fin")), "").code, 200);
+  EXPECT_EQ(Code(absl::StrCat(kJobs, "/fin")), 200);
+  EXPECT_EQ(Send("PATCH", U(absl::StrCat(kJobs, "/fin")), R"({"metadata":{"finalizers":null}})",
+                 "application/merge-patch+json")
+                .code,
+            200);
+  EXPECT_EQ(Code(absl::StrCat(kJobs, "/fin")), 404);
+}
+
+TEST_F(KubeEmulatorTest, FaultsDelayAndRequestCounts) {
+  emu_->InjectFault({.method = "GET",
+                     .path_substring = "/pods",
+                     .watch_only = false,
+                     .http_code = 429,
+                     .count = 2,
+                     .retry_after_seconds = 3});
+  for (int i = 0; i < 2; ++i) {
+    HttpReply r = Get(U(kPods));
+    EXPECT_EQ(r.code, 429);
+    EXPECT_EQ(r.Json()["reason"], "TooManyRequests");
+    EXPECT_EQ(r.Json()["details"]["retryAfterSeconds"], 3);
+    EXPECT_EQ(r.headers["retry-after"], "3");
+  }
+  EXPECT_EQ(Get(U(kPods)).code, 200);
+  EXPECT_EQ(emu_->RequestCount("GET", "/pods"), 3);
+  emu_->InjectFault({.method = "",
+                     .path_substring = "",
+                     .watch_only = true,
+                     .http_code = 500,
+                     .count = 1,
+                     .retry_after_seconds = 0});
+  EXPECT_EQ(Get(U(kPods)).code, 200);
+  EXPECT_EQ(Get(U(absl::StrCat(kPods, "?watch=1"))).code, 500);
+  emu_->InjectFault({.method = "",
+                     .path_substring = "",
+                     .watch_only = false,
+                     .http_code = 503,
+                     .count = 5,
+                     .retry_after_seconds = 0});
+  emu_->ClearFaults();
+  emu_->SetResponseDelay(absl::Milliseconds(200));
+  absl::Time start = absl::Now();
+  EXPECT_EQ(Get(U(kPods)).code, 200);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+}
+
+TEST_F(KubeEmulatorTest, TokenAuthentication) {
+  KubeEmulatorOptions options;
+  options.token = "secret";
+  Start(options);
+  HttpReply anon = Get(U(kPods));
+  EXPECT_EQ(anon.code, 403);
+  EXPECT_EQ(anon.Json()["message"],
+            "pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API "
+            "group \"\" in the namespace \"default\"");
+  HttpCall bad;
+  bad.url = U(kPods);
+  bad.headers = {"Authorization: Bearer wrong"};
+  EXPECT_EQ(Fetch(bad).code, 401);
+  HttpCall good = bad;
+  good.headers = {"Authorization: Bearer secret"};
+  EXPECT_EQ(Fetch(good).code, 200);
+}
+
+TEST_F(KubeEmulatorTest, LeasesServicesNamespaces) {
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+  json lease = Create(
+      leases, {{"apiVersion", "coordination.k8s.io/v1"},
+               {"kind", "Lease"},
+               {"metadata", {{"name", "leader"}}},
+               {"spec", {{"holderIdentity", "a"}, {"renewTime", "2026-01-02T03:04:05.123456Z"}}}});
+  json bad = lease;
+  bad["spec"]["renewTime"] = "2026-01-02T03:04:05Z";
+  EXPECT_EQ(Send("PUT", U(leases + "/leader"), bad.dump()).code, 400);
+  json svc = Create("/api/v1/namespaces/default/services",
+                    {{"apiVersion", "v1"},
+                     {"kind", "Service"},
+                     {"metadata", {{"name", "tj-worker-0"}}},
+                     {"spec", {{"clusterIP", "None"}, {"ports", {{{"port", 2222}}}}}}});
+  EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], 2222);
+  Create("/api/v1/namespaces",
+         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gone"}}}});
+  Create("/api/v1/namespaces/gone/pods", PodBody("p"));
+  EXPECT_EQ(Send("DELETE", U("/api/v1/namespaces/gone"), "").Json()["status"]["phase"],
+            "Terminating");
+  EXPECT_TRUE(Eventually([&] { return Code("/api/v1/namespaces/gone") == 404; }));
+  EXPECT_EQ(Code("/api/v1/namespaces/gone/pods/p"), 404);
+}
+
+}  // namespace
+}  // namespace kubetrain::testing
