@@ -273,8 +273,11 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   }
 
   // Controller and leader election.
-  kubetrain::controller::TrainingJobController controller(
-      client, kubetrain::operator_main::ToControllerOptions(o), &metrics, clock, &logger);
+  kubetrain::controller::ControllerOptions controller_options =
+      kubetrain::operator_main::ToControllerOptions(o);
+  controller_options.queue_observer = metrics.queue_observer();
+  kubetrain::controller::TrainingJobController controller(client, std::move(controller_options),
+                                                          &metrics, clock, &logger);
   ControllerRunner runner(controller, stop, logger);
   std::unique_ptr<kube::LeaderElector> elector;
   std::atomic<bool> electing{false};

@@ -348,6 +348,24 @@ TEST_F(OperatorProcessTest, SigintAlsoStopsCleanly) {
   EXPECT_EQ(LeaseHolder(), "");
 }
 
+// A leader that cannot renew its Lease for --renew-deadline steps down and
+// exits 1, so that it restarts as a clean standby.
+TEST_F(OperatorProcessTest, LosingTheLeaseExits1) {
+  Operator op(kubeconfig_, kFastElection);
+  ASSERT_TRUE(op.WaitStarted());
+  ASSERT_TRUE(WaitFor([&] { return op.IsLeader(); })) << op.process().Output();
+  testing::FaultRule fail_renewals;
+  fail_renewals.method = "PUT";
+  fail_renewals.path_substring = "/leases/";
+  fail_renewals.http_code = 500;
+  fail_renewals.count = 1000000;
+  emulator_->InjectFault(fail_renewals);
+  EXPECT_EQ(op.process().Wait(std::chrono::seconds(60)), 1) << op.process().Output();
+  const std::string out = op.process().Output();
+  EXPECT_THAT(out, HasSubstr("leader election lost"));
+  EXPECT_THAT(out, HasSubstr("controller stopped"));
+}
+
 TEST_F(OperatorProcessTest, TwoReplicasOneLeaderAndFailOver) {
   Operator a(kubeconfig_, kFastElection);
   Operator b(kubeconfig_, kFastElection);
