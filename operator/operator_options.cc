@@ -62,8 +62,8 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
   };
 
   maybe_empty("--kubeconfig", raw.kubeconfig,
-              "Kubeconfig file (default: in-cluster service account when running in a pod, else "
-              "$KUBECONFIG, else ~/.kube/config)")
+              "Kubeconfig file (default: $KUBECONFIG, else the in-cluster service account when "
+              "running in a pod, else ~/.kube/config)")
       ->type_name("PATH");
   maybe_empty("--namespace", raw.watch_namespace,
               "Watch TrainingJobs, Pods and Services only in this namespace (default: all "

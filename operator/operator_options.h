@@ -49,7 +49,8 @@ absl::StatusOr<BindAddress> ParseBindAddress(absl::string_view text, absl::strin
 absl::StatusOr<absl::Duration> ParseFlagDuration(absl::string_view text, absl::string_view flag);
 
 struct OperatorOptions {
-  // "" = in-cluster, else $KUBECONFIG, else ~/.kube/config (kube::ResolveKubeConfig).
+  // "" = $KUBECONFIG, else in-cluster, else ~/.kube/config (kube::ResolveKubeConfig,
+  // kubectl's and controller-runtime's order).
   std::string kubeconfig;
   std::string watch_namespace;  // "" = every namespace
   bool leader_elect = true;
