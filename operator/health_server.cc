@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "operator/metrics/civetweb_stop.h"
 
 namespace kubetrain::operator_main {
 namespace {
@@ -70,12 +71,13 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
         absl::StrCat("cannot serve health probes on ", display, ": no listening port"));
   }
   server->port_ = ports[0].port;
+  server->host_ = operator_metrics::CivetwebHost(listening_ports);
   return server;
 }
 
 HealthServer::~HealthServer() {
   if (context_ != nullptr) {
-    mg_stop(context_);
+    operator_metrics::StopCivetwebPromptly(host_, port_, [this] { mg_stop(context_); });
     mg_exit_library();
   }
 }

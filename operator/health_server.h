@@ -5,8 +5,9 @@
 //   other paths 404, other methods 405 (HEAD answers as GET, without body).
 //
 // Thread-safe: the checks run on civetweb's threads, concurrently, and must
-// be thread-safe themselves. Destruction stops the server and waits for
-// requests in flight, after which the checks are no longer called.
+// be thread-safe themselves. Destruction stops the server, in milliseconds
+// (operator/metrics/civetweb_stop.h), and waits for requests in flight,
+// after which the checks are no longer called.
 #ifndef KUBETRAIN_OPERATOR_HEALTH_SERVER_H_
 #define KUBETRAIN_OPERATOR_HEALTH_SERVER_H_
 
@@ -46,6 +47,7 @@ class HealthServer {
   static int Handle(mg_connection* conn, void* self);
 
   const HealthChecks checks_;
+  std::string host_;  // as in listening_ports: "" = every interface
   mg_context* context_ = nullptr;
   int port_ = 0;
 };

@@ -366,11 +366,8 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
     logger.Info(kLog, "leader election stopped");
   }
   metrics.SetLeader(false);
-  // civetweb notices a stop only at its next poll timeout (2 s when idle):
-  // stop both servers at once so shutdown waits for one such timeout.
-  std::thread stop_health([&health] { health.reset(); });
+  health.reset();
   metrics_endpoint.reset();
-  stop_health.join();
   logger.Info(kLog, absl::StrCat("exiting with code ", exit_code));
   return exit_code;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "operator/metrics/civetweb_stop.h"
 
 namespace kubetrain::operator_metrics {
 
@@ -29,14 +30,20 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", display, ": the server listens on no port"));
   }
-  return std::unique_ptr<MetricsEndpoint>(
-      new MetricsEndpoint(std::move(exposer), std::move(registry), ports.front()));
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(
+      std::move(exposer), std::move(registry), CivetwebHost(listening_ports), ports.front()));
 }
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
-                                 std::shared_ptr<prometheus::Registry> registry, int port)
-    : exposer_(std::move(exposer)), registry_(std::move(registry)), port_(port) {}
+                                 std::shared_ptr<prometheus::Registry> registry, std::string host,
+                                 int port)
+    : exposer_(std::move(exposer)),
+      host_(std::move(host)),
+      registry_(std::move(registry)),
+      port_(port) {}
 
-MetricsEndpoint::~MetricsEndpoint() = default;
+MetricsEndpoint::~MetricsEndpoint() {
+  StopCivetwebPromptly(host_, port_, [this] { exposer_.reset(); });
+}
 
 }  // namespace kubetrain::operator_metrics

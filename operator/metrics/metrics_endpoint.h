@@ -3,8 +3,8 @@
 // exceptions (an address in use, a bad address) into a Status that names
 // the address, so none crosses this boundary.
 //
-// Thread-safe: port() from any thread. Destruction stops the server and
-// waits for scrapes in flight.
+// Thread-safe: port() from any thread. Destruction stops the server, in
+// milliseconds (civetweb_stop.h), and waits for scrapes in flight.
 #ifndef KUBETRAIN_OPERATOR_METRICS_METRICS_ENDPOINT_H_
 #define KUBETRAIN_OPERATOR_METRICS_METRICS_ENDPOINT_H_
 
@@ -34,9 +34,10 @@ class MetricsEndpoint {
 
  private:
   MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
-                  std::shared_ptr<prometheus::Registry> registry, int port);
+                  std::shared_ptr<prometheus::Registry> registry, std::string host, int port);
 
   std::unique_ptr<prometheus::Exposer> exposer_;
+  const std::string host_;                          // as in listening_ports: "" = every interface
   std::shared_ptr<prometheus::Registry> registry_;  // the Exposer holds only a weak_ptr
   const int port_;
 };
