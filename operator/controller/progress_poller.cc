@@ -1,0 +1,381 @@
+#include "operator/controller/progress_poller.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "operator/kube/object.h"
+
+namespace kubetrain::controller {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr char kComponent[] = "progress";
+constexpr char kDefaultMetricsPort[] = "8090";
+constexpr char kDefaultMetricsPath[] = "/metrics";
+constexpr char kPortAnnotation[] = "prometheus.io/port";
+constexpr char kPathAnnotation[] = "prometheus.io/path";
+constexpr char kJobRoleLabel[] = "kubetrain.io/job-role";
+constexpr char kReplicaTypeLabel[] = "kubetrain.io/replica-type";
+constexpr char kReplicaIndexLabel[] = "kubetrain.io/replica-index";
+constexpr size_t kMaxBody = 16 << 20;
+constexpr absl::Duration kMinInterval = absl::Milliseconds(10);
+
+// Runtime metric names and labels (runtime/metrics/metric_names.h; the
+// operator does not link the runtime, so they are repeated here).
+constexpr char kGlobalStep[] = "kubetrain_global_step";
+constexpr char kTotalSteps[] = "kubetrain_total_steps";
+constexpr char kTrainLoss[] = "kubetrain_train_loss";
+constexpr char kTrainAccuracy[] = "kubetrain_train_accuracy_ratio";
+constexpr char kEvalAccuracy[] = "kubetrain_eval_accuracy_ratio";
+constexpr char kSamplesPerSecond[] = "kubetrain_samples_per_second";
+
+// --- libcurl fetcher ---
+
+class CurlMetricsFetcher final : public MetricsFetcher {
+ public:
+  explicit CurlMetricsFetcher(absl::Duration timeout) : timeout_(timeout) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+  }
+  ~CurlMetricsFetcher() override { curl_global_cleanup(); }
+
+  absl::StatusOr<std::string> Fetch(const std::string& url) override {
+    CURL* curl = curl_easy_init();
+    if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
+    Body body;
+    char error[CURL_ERROR_SIZE] = {0};
+    const long timeout_ms = std::max<long>(1, absl::ToInt64Milliseconds(timeout_));
+    curl_slist* headers = curl_slist_append(nullptr, "Accept: text/plain;version=0.0.4");
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_PROXY, "");  // pod IPs are never behind a proxy
+    curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &CurlMetricsFetcher::Write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    const CURLcode code = curl_easy_perform(curl);
+    long http_code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_code);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    if (body.too_large) {
+      return absl::UnavailableError(
+          absl::StrCat("GET ", url, ": body larger than ", kMaxBody, " bytes"));
+    }
+    if (code != CURLE_OK) {
+      return absl::UnavailableError(
+          absl::StrCat("GET ", url, ": ", error[0] != '\0' ? error : curl_easy_strerror(code)));
+    }
+    if (http_code < 200 || http_code >= 300) {
+      return absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", http_code));
+    }
+    return std::move(body.data);
+  }
+
+ private:
+  struct Body {
+    std::string data;
+    bool too_large = false;
+  };
+  static size_t Write(char* ptr, size_t size, size_t n, void* user) {
+    Body* body = static_cast<Body*>(user);
+    const size_t bytes = size * n;
+    if (body->data.size() + bytes > kMaxBody) {
+      body->too_large = true;
+      return 0;  // aborts the transfer
+    }
+    body->data.append(ptr, bytes);
+    return bytes;
+  }
+
+  const absl::Duration timeout_;
+};
+
+// --- reading the page ---
+
+// Whether `sample` belongs to the replica: each constant label it carries
+// equals the expected value (an expected "" accepts anything).
+bool SampleMatches(const PrometheusSample& sample,
+                   const std::vector<std::pair<std::string, std::string>>& expected) {
+  for (const auto& [label, want] : expected) {
+    auto it = sample.labels.find(label);
+    if (it == sample.labels.end() || want.empty()) continue;
+    if (it->second != want) return false;
+  }
+  return true;
+}
+
+std::optional<double> FindValue(const PrometheusExposition& page, const std::string& name,
+                                const std::vector<std::pair<std::string, std::string>>& expected) {
+  for (const PrometheusSample& sample : page.samples) {
+    if (sample.name != name || !SampleMatches(sample, expected)) continue;
+    if (!std::isfinite(sample.value)) return std::nullopt;
+    return sample.value;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> AsCount(std::optional<double> value) {
+  // Beyond ±2^63 a double no longer names an int64.
+  if (!value || std::fabs(*value) >= 9.2e18) return std::nullopt;
+  return static_cast<int64_t>(std::llround(*value));
+}
+
+// status.progress without updatedAt, as stored on the job ({} when none).
+Json CurrentProgress(const Json& job) {
+  if (!job.contains("status") || !job["status"].is_object()) return Json::object();
+  const Json& status = job["status"];
+  if (!status.contains("progress") || !status["progress"].is_object()) return Json::object();
+  Json progress = status["progress"];
+  progress.erase("updatedAt");
+  return progress;
+}
+
+}  // namespace
+
+std::unique_ptr<MetricsFetcher> NewCurlMetricsFetcher(absl::Duration timeout) {
+  return std::make_unique<CurlMetricsFetcher>(timeout);
+}
+
+bool IsJobRunning(const Json& job) {
+  if (!job.contains("status") || !job["status"].is_object()) return false;
+  const Json& status = job["status"];
+  if (!status.contains("conditions") || !status["conditions"].is_array()) return false;
+  std::string phase;
+  for (const Json& condition : status["conditions"]) {
+    if (!condition.is_object()) continue;
+    if (kube::StringAt(condition, {"status"}) == "True") {
+      phase = kube::StringAt(condition, {"type"});
+    }
+  }
+  return phase == "Running" || phase == "Restarting";
+}
+
+TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
+                                     const std::string& job_name) {
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"job", job_name},
+      {"namespace", kube::Namespace(pod)},
+      {"replica_type", kube::Label(pod, kReplicaTypeLabel)},
+      {"replica_index", kube::Label(pod, kReplicaIndexLabel)},
+  };
+  TrainingProgress progress;
+  progress.step = AsCount(FindValue(page, kGlobalStep, expected));
+  progress.total_steps = AsCount(FindValue(page, kTotalSteps, expected));
+  progress.loss = FindValue(page, kTrainLoss, expected);
+  progress.accuracy = FindValue(page, kEvalAccuracy, expected);
+  if (!progress.accuracy) progress.accuracy = FindValue(page, kTrainAccuracy, expected);
+  progress.samples_per_second = FindValue(page, kSamplesPerSecond, expected);
+  return progress;
+}
+
+Json ProgressJson(const TrainingProgress& progress) {
+  Json out = Json::object();
+  if (progress.step) out["step"] = *progress.step;
+  if (progress.total_steps) out["totalSteps"] = *progress.total_steps;
+  if (progress.loss) out["loss"] = *progress.loss;
+  if (progress.accuracy) out["accuracy"] = *progress.accuracy;
+  if (progress.samples_per_second) out["samplesPerSecond"] = *progress.samples_per_second;
+  return out;
+}
+
+std::string MetricsUrl(const Json& pod) {
+  const std::string ip = kube::StringAt(pod, {"status", "podIP"});
+  if (ip.empty()) return "";
+  std::string port = kube::Annotation(pod, kPortAnnotation);
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number) || port_number <= 0 || port_number > 65535) {
+    port = kDefaultMetricsPort;
+  }
+  std::string path = kube::Annotation(pod, kPathAnnotation);
+  if (path.empty()) path = kDefaultMetricsPath;
+  if (path.front() != '/') path.insert(path.begin(), '/');
+  // An IPv6 address goes in brackets.
+  const std::string host = ip.find(':') != std::string::npos ? absl::StrCat("[", ip, "]") : ip;
+  return absl::StrCat("http://", host, ":", port, path);
+}
+
+ProgressPoller::ProgressPoller(kube::KubeClient& client, const kube::ObjectCache& jobs,
+                               const kube::ObjectCache& pods, MetricsFetcher& fetcher,
+                               ProgressPollerOptions options, kube::Logger* logger)
+    : client_(client),
+      jobs_(jobs),
+      pods_(pods),
+      fetcher_(fetcher),
+      options_(options),
+      logger_(logger) {}
+
+ProgressPoller::~ProgressPoller() { Stop(); }
+
+void ProgressPoller::Start() {
+  absl::MutexLock lifecycle(&lifecycle_mu_);
+  if (thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&run_mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ProgressPoller::Stop() {
+  absl::MutexLock lifecycle(&lifecycle_mu_);
+  if (!thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&run_mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void ProgressPoller::Run() {
+  const absl::Duration interval = std::max(options_.interval, kMinInterval);
+  while (true) {
+    PollOnce();
+    absl::MutexLock lock(&run_mu_);
+    run_mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval);
+    if (stopping_) return;
+  }
+}
+
+void ProgressPoller::Log(kube::LogLevel level, const std::string& message) {
+  if (logger_ != nullptr && logger_->Enabled(level)) logger_->Log(level, kComponent, message);
+}
+
+std::optional<ProgressPoller::Target> ProgressPoller::TargetFor(const kube::ObjectPtr& job) const {
+  if (!IsJobRunning(*job) || kube::IsBeingDeleted(*job)) return std::nullopt;
+  const std::string uid = kube::Uid(*job);
+  if (uid.empty()) return std::nullopt;
+  for (const kube::ObjectPtr& pod : pods_.ByIndex(kube::kIndexOwnerUid, uid)) {
+    if (kube::Label(*pod, kJobRoleLabel) != "chief") continue;
+    if (kube::ControllerUid(*pod) != uid) continue;
+    if (kube::IsBeingDeleted(*pod)) continue;
+    if (kube::StringAt(*pod, {"status", "phase"}) != "Running") continue;
+    if (kube::StringAt(*pod, {"status", "podIP"}).empty()) continue;
+    return Target{kube::ObjectKey(*job), uid, *job, *pod};
+  }
+  return std::nullopt;
+}
+
+int ProgressPoller::PollOnce() {
+  std::vector<Target> targets;
+  absl::flat_hash_map<std::string, bool> live_uids;
+  for (const kube::ObjectPtr& job : jobs_.List()) {
+    live_uids[kube::Uid(*job)] = true;
+    if (std::optional<Target> target = TargetFor(job)) targets.push_back(*std::move(target));
+  }
+  {
+    // Forget jobs that are gone.
+    absl::MutexLock lock(&mu_);
+    absl::erase_if(failing_, [&](const auto& e) { return !live_uids.contains(e.first); });
+    absl::erase_if(written_, [&](const auto& e) { return !live_uids.contains(e.first); });
+  }
+  if (targets.empty()) return 0;
+
+  std::atomic<size_t> next{0};
+  std::atomic<int> written{0};
+  auto work = [&] {
+    for (size_t i = next++; i < targets.size(); i = next++) {
+      if (PollJob(targets[i])) ++written;
+    }
+  };
+  const size_t threads =
+      std::min(targets.size(), static_cast<size_t>(std::max(1, options_.max_parallel)));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return written.load();
+}
+
+bool ProgressPoller::PollJob(const Target& target) {
+  const std::string url = MetricsUrl(target.pod);
+  absl::StatusOr<std::string> body = fetcher_.Fetch(url);
+  if (!body.ok()) {
+    NoteFailure(target, body.status());
+    return false;
+  }
+  absl::StatusOr<PrometheusExposition> page = ParsePrometheusText(*body);
+  if (!page.ok()) {
+    NoteFailure(target, absl::Status(page.status().code(),
+                                     absl::StrCat(url, ": ", page.status().message())));
+    return false;
+  }
+  const Json desired = ProgressJson(ProgressFromMetrics(*page, target.pod, kube::Name(target.job)));
+  const Json current = CurrentProgress(target.job);
+  if (desired == current) {
+    NoteSuccess(target);
+    return false;
+  }
+  const std::string cached_version = kube::ResourceVersionOf(target.job);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = written_.find(target.uid);
+    // Ours is written but the cache has not caught up yet.
+    if (it != written_.end() && it->second.first == cached_version &&
+        it->second.second == desired) {
+      NoteSuccessLocked(target);
+      return false;
+    }
+  }
+
+  Json progress = desired;
+  // A metric that disappeared removes its field (null deletes in a merge patch).
+  for (const auto& [field, value] : current.items()) {
+    if (!progress.contains(field)) progress[field] = nullptr;
+  }
+  progress["updatedAt"] = kube::FormatTime(absl::ToUnixMicros(absl::Now()));
+  Json patch{{"status", {{"progress", progress}}}};
+  absl::StatusOr<Json> result = client_.MergePatch(kube::kTrainingJobs, kube::Namespace(target.job),
+                                                   kube::Name(target.job), patch, "status");
+  if (!result.ok()) {
+    NoteFailure(target,
+                absl::Status(result.status().code(),
+                             absl::StrCat("writing status.progress: ", result.status().message())));
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  written_[target.uid] = {cached_version, desired};
+  NoteSuccessLocked(target);
+  return true;
+}
+
+void ProgressPoller::NoteFailure(const Target& target, const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    bool& failing = failing_[target.uid];
+    if (failing) return;
+    failing = true;
+  }
+  Log(kube::LogLevel::kWarning,
+      absl::StrCat(
+          target.key, ": cannot update progress from chief pod ", kube::Name(target.pod),
+          " (keeping the last one; warning once until it works again): ", status.ToString()));
+}
+
+void ProgressPoller::NoteSuccess(const Target& target) {
+  absl::MutexLock lock(&mu_);
+  NoteSuccessLocked(target);
+}
+
+void ProgressPoller::NoteSuccessLocked(const Target& target) {
+  auto it = failing_.find(target.uid);
+  if (it == failing_.end() || !it->second) return;
+  failing_.erase(it);
+  Log(kube::LogLevel::kInfo,
+      absl::StrCat(target.key, ": progress from chief pod ", kube::Name(target.pod), " is back"));
+}
+
+}  // namespace kubetrain::controller

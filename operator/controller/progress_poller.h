@@ -1,0 +1,155 @@
+// ProgressPoller: fills `status.progress` of running TrainingJobs from the
+// chief replica's Prometheus metrics endpoint.
+//
+// Every interval, for each job whose phase (the type of its last True
+// condition) is Running or Restarting, it finds the chief pod (label
+// kubetrain.io/job-role=chief, controlled by the job, phase Running,
+// status.podIP set), GETs http://<podIP>:<prometheus.io/port or 8090>
+// <prometheus.io/path or /metrics>, reads
+//   step             kubetrain_global_step
+//   totalSteps       kubetrain_total_steps
+//   loss             kubetrain_train_loss
+//   accuracy         kubetrain_eval_accuracy_ratio, else kubetrain_train_accuracy_ratio
+//   samplesPerSecond kubetrain_samples_per_second
+// from samples whose job/namespace/replica_type/replica_index labels match
+// the pod (an absent label matches), and merge-patches
+//   status.progress {step, totalSteps, loss, accuracy, samplesPerSecond, updatedAt}
+// on the job's /status subresource. A metric that is missing (or not finite)
+// removes its field. Nothing is written when the values equal the job's
+// current progress. A failed fetch, parse or write leaves the old progress
+// and logs one warning per job per failure streak; the first success after a
+// streak logs at info.
+//
+// The caches are read, never written: pass the informers' caches for
+// TrainingJobs and for Pods (owner index kIndexOwnerUid is used).
+// Thread-safe: PollOnce may run from several threads, and Start/Stop from
+// any thread.
+#ifndef KUBETRAIN_OPERATOR_CONTROLLER_PROGRESS_POLLER_H_
+#define KUBETRAIN_OPERATOR_CONTROLLER_PROGRESS_POLLER_H_
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "operator/controller/prometheus_text.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/logger.h"
+#include "operator/kube/object_cache.h"
+
+namespace kubetrain::controller {
+
+// Fetches a URL's body. Implementations are thread-safe.
+class MetricsFetcher {
+ public:
+  virtual ~MetricsFetcher() = default;
+  // The body of a 2xx answer; Unavailable for network errors, timeouts and
+  // other HTTP codes (the message says which).
+  virtual absl::StatusOr<std::string> Fetch(const std::string& url) = 0;
+};
+
+// libcurl, one easy handle per call, with `timeout` for the whole transfer
+// and bodies capped at 16 MiB.
+std::unique_ptr<MetricsFetcher> NewCurlMetricsFetcher(absl::Duration timeout);
+
+struct ProgressPollerOptions {
+  absl::Duration interval = absl::Seconds(30);
+  int max_parallel = 8;  // concurrent fetches in one PollOnce
+};
+
+// The values read from one metrics page; nullopt where the metric is absent.
+struct TrainingProgress {
+  std::optional<int64_t> step;
+  std::optional<int64_t> total_steps;
+  std::optional<double> loss;
+  std::optional<double> accuracy;
+  std::optional<double> samples_per_second;
+
+  bool operator==(const TrainingProgress& other) const = default;
+};
+
+// True when the job's phase (type of its last True condition) is Running or
+// Restarting.
+bool IsJobRunning(const nlohmann::json& job);
+
+// The progress in `page` for the replica `pod` runs (see the header comment
+// for which samples count); `job_name` is the expected job label, the
+// namespace label must equal the pod's namespace.
+TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
+                                     const std::string& job_name);
+
+// status.progress as JSON without updatedAt: only present fields.
+nlohmann::json ProgressJson(const TrainingProgress& progress);
+
+// The metrics URL of a pod: http://<podIP>:<port annotation or 8090><path
+// annotation or /metrics>; empty when the pod has no IP.
+std::string MetricsUrl(const nlohmann::json& pod);
+
+class ProgressPoller {
+ public:
+  // Borrows everything; all must outlive this. `logger` may be null.
+  ProgressPoller(kube::KubeClient& client, const kube::ObjectCache& jobs,
+                 const kube::ObjectCache& pods, MetricsFetcher& fetcher,
+                 ProgressPollerOptions options, kube::Logger* logger);
+  ~ProgressPoller();  // Stop()
+  ProgressPoller(const ProgressPoller&) = delete;
+  ProgressPoller& operator=(const ProgressPoller&) = delete;
+
+  // Starts a thread that calls PollOnce every interval (the first at once;
+  // intervals under 10 ms count as 10 ms). No-op when started.
+  void Start();
+  // Stops the thread; returns once a PollOnce in progress finishes (its
+  // fetches are bounded by the fetcher's timeout).
+  void Stop();
+
+  // One round over every running job; returns how many jobs' progress was
+  // written.
+  int PollOnce();
+
+ private:
+  struct Target {
+    std::string key;  // job ns/name
+    std::string uid;
+    nlohmann::json job;
+    nlohmann::json pod;
+  };
+  // Fetches, parses and writes one job's progress; true when written.
+  bool PollJob(const Target& target);
+  std::optional<Target> TargetFor(const kube::ObjectPtr& job) const;
+  // Logs a failure once per streak.
+  void NoteFailure(const Target& target, const absl::Status& status);
+  void NoteSuccess(const Target& target);
+  void NoteSuccessLocked(const Target& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run();
+  void Log(kube::LogLevel level, const std::string& message);
+
+  kube::KubeClient& client_;
+  const kube::ObjectCache& jobs_;
+  const kube::ObjectCache& pods_;
+  MetricsFetcher& fetcher_;
+  const ProgressPollerOptions options_;
+  kube::Logger* const logger_;
+
+  absl::Mutex mu_;
+  // Job uid -> in a failure streak.
+  absl::flat_hash_map<std::string, bool> failing_ ABSL_GUARDED_BY(mu_);
+  // Job uid -> (resourceVersion the cache held when we wrote, what we wrote):
+  // skips a repeated write while the informer has not yet seen ours.
+  absl::flat_hash_map<std::string, std::pair<std::string, nlohmann::json>> written_
+      ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex lifecycle_mu_;  // serialises Start and Stop
+  std::thread thread_ ABSL_GUARDED_BY(lifecycle_mu_);
+  absl::Mutex run_mu_ ABSL_ACQUIRED_AFTER(lifecycle_mu_);
+  bool stopping_ ABSL_GUARDED_BY(run_mu_) = false;
+};
+
+}  // namespace kubetrain::controller
+
+#endif  // KUBETRAIN_OPERATOR_CONTROLLER_PROGRESS_POLLER_H_
