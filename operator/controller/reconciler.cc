@@ -140,6 +140,11 @@ struct Reconciler::Pass {
   std::map<ReplicaKey, ObjectPtr> services;  // owned, by replica
   std::vector<ObjectPtr> stray_pods;         // owned, outside the spec (scaled down)
   bool restarting = false;
+  // Reported once the status that records them is written: a pass on a
+  // stale cache that loses the write must not count a transition again.
+  std::vector<std::function<void()>> on_written;
+
+  void OnWritten(std::function<void()> f) { on_written.push_back(std::move(f)); }
 
   Pass(const ReconcilerDeps& deps, std::string k) : d(deps), key(std::move(k)) {}
 
@@ -247,8 +252,10 @@ struct Reconciler::Pass {
 
   void Fail(const std::string& reason, const std::string& message) {
     if (!IsConditionTrue(status, kCondFailed)) {
-      d.metrics->JobFailed(ns);
-      Event(kEventWarning, reason, message);
+      OnWritten([this, reason, message] {
+        d.metrics->JobFailed(ns);
+        Event(kEventWarning, reason, message);
+      });
       Log(absl::StrCat("failed: ", message));
     }
     SetCondition(status, kCondFailed, true, reason, message, now_str);
@@ -257,8 +264,10 @@ struct Reconciler::Pass {
 
   void Succeed(const std::string& message) {
     if (!IsConditionTrue(status, kCondSucceeded)) {
-      d.metrics->JobSucceeded(ns);
-      Event(kEventNormal, "JobSucceeded", message);
+      OnWritten([this, message] {
+        d.metrics->JobSucceeded(ns);
+        Event(kEventNormal, "JobSucceeded", message);
+      });
       Log("succeeded");
     }
     SetCondition(status, kCondSucceeded, true, "JobSucceeded", message, now_str);
@@ -291,6 +300,9 @@ struct Reconciler::Pass {
   // Pods that failed or restarted, per restart policy. False when the job
   // failed.
   bool ApplyFailurePolicy() {
+    // Until the deletes of the last pass show up in the cache, the failed
+    // pods seen here may be the ones already handled: do not count twice.
+    if (!d.expectations->Satisfied(PodExpectationKey(key))) return true;
     kube::Json& replica_statuses = status["replicaStatuses"];
     if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
     auto recreations = [&](ReplicaType t) -> int {
@@ -517,30 +529,22 @@ struct Reconciler::Pass {
     }
   }
 
-  // PUT /status with the job's resourceVersion; on a conflict, our status
-  // goes onto the latest object (keeping its progress, which another loop
-  // writes).
+  // PUT /status with the resourceVersion the pass started from. A conflict
+  // means the cache was stale: the pass is not replayed onto the newer
+  // object (counters derived from stale state would overwrite fresh ones);
+  // the key is requeued and recomputed from the updated cache.
   absl::Status WriteStatus() {
     if (status == original_status) return absl::OkStatus();
     status["lastReconcileTime"] = now_str;
     kube::Json object = job_json;
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      object["status"] = status;
-      absl::StatusOr<kube::Json> written = d.client->UpdateStatus(kube::kTrainingJobs, object);
-      if (written.ok()) return absl::OkStatus();
-      if (!kube::IsConflict(written.status())) return written.status();
-      absl::StatusOr<kube::Json> latest = d.client->Get(kube::kTrainingJobs, ns, name);
-      if (!latest.ok()) {
-        return absl::IsNotFound(latest.status()) ? absl::OkStatus() : latest.status();
-      }
-      if (kube::Uid(*latest) != uid) return absl::OkStatus();  // a new job of the same name
-      if (latest->contains("status") && (*latest)["status"].is_object() &&
-          (*latest)["status"].contains("progress")) {
-        status["progress"] = (*latest)["status"]["progress"];
-      }
-      object = *std::move(latest);
+    object["status"] = status;
+    absl::StatusOr<kube::Json> written = d.client->UpdateStatus(kube::kTrainingJobs, object);
+    if (written.ok()) {
+      for (const auto& f : on_written) f();
+      return absl::OkStatus();
     }
-    return absl::AbortedError(absl::StrCat(key, ": status update kept conflicting"));
+    if (absl::IsNotFound(written.status())) return absl::OkStatus();
+    return written.status();
   }
 };
 
@@ -587,7 +591,7 @@ absl::StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& job_key
   if (FindCondition(p.status, kCondCreated) == nullptr) {
     SetCondition(p.status, kCondCreated, true, "TrainingJobCreated",
                  absl::StrCat("TrainingJob ", p.name, " is created."), p.now_str);
-    deps_.metrics->JobCreated(p.ns);
+    p.OnWritten([&p] { p.d.metrics->JobCreated(p.ns); });
   }
   p.Collect();
 
@@ -603,7 +607,9 @@ absl::StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& job_key
       }
     }
     if (!IsConditionTrue(p.status, kCondSuspended)) {
-      p.Event(kEventNormal, "Suspended", absl::StrCat("TrainingJob ", p.name, " is suspended."));
+      p.OnWritten([&p] {
+        p.Event(kEventNormal, "Suspended", absl::StrCat("TrainingJob ", p.name, " is suspended."));
+      });
     }
     SetCondition(p.status, kCondSuspended, true, "JobSuspended",
                  absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
@@ -614,7 +620,9 @@ absl::StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& job_key
     if (IsConditionTrue(p.status, kCondSuspended)) {
       SetCondition(p.status, kCondSuspended, false, "JobResumed",
                    absl::StrCat("TrainingJob ", p.name, " is resumed."), p.now_str);
-      p.Event(kEventNormal, "Resumed", absl::StrCat("TrainingJob ", p.name, " is resumed."));
+      p.OnWritten([&p] {
+        p.Event(kEventNormal, "Resumed", absl::StrCat("TrainingJob ", p.name, " is resumed."));
+      });
     }
     if (!p.status.contains("startTime")) p.status["startTime"] = p.now_str;
     std::optional<int64_t> start_us = kube::ParseTimeMicros(p.status.value("startTime", ""));

@@ -1,10 +1,10 @@
 // Reconciler: one level-triggered pass over one TrainingJob. It reads the
 // job, its pods, services and secret from the informer caches, decides what
 // should exist, acts (creates in parallel batches, deletes), writes status
-// through the /status subresource (retrying conflicts on the latest
-// object), and says when it must run again (deadline, TTL) even if nothing
-// else happens. It never trusts an event payload: everything comes from the
-// caches and the API.
+// through the /status subresource (a conflict means a stale cache: the key
+// is requeued and recomputed, never replayed onto the newer object), and says when it must run
+// again (deadline, TTL) even if nothing else happens. It never trusts an event payload: everything
+// comes from the caches and the API.
 //
 // Pod failure policy, in one place (ApplyFailurePolicy):
 //   OnFailure/Always: the kubelet restarts containers in place; their

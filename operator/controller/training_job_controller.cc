@@ -11,7 +11,9 @@
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/progress_poller.h"
 #include "operator/controller/reconciler.h"
+#include "operator/kube/api_error.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/object.h"
 #include "operator/kube/rate_limiter.h"
@@ -40,6 +42,8 @@ struct TrainingJobController::Impl {
   Expectations expectations;
   EventRecorder events;
   std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<MetricsFetcher> fetcher;
+  std::unique_ptr<ProgressPoller> progress;
   std::vector<std::thread> workers;
   std::thread stats_thread;
   std::atomic<bool> ready{false};
@@ -100,11 +104,16 @@ struct TrainingJobController::Impl {
   void Work() {
     std::string key;
     while (queue->Get(&key)) {
+      logger->Debug(kComponent, absl::StrCat("reconciling ", key));
       int64_t start = clock.NowNanos();
       absl::StatusOr<ReconcileResult> result = reconciler->Reconcile(key);
       double seconds = static_cast<double>(clock.NowNanos() - start) * 1e-9;
       metrics->ObserveReconcile(seconds, !result.ok());
-      if (!result.ok()) {
+      if (!result.ok() && kube::IsConflict(result.status())) {
+        // A stale cache: try again once the informer has caught up.
+        logger->Debug(kComponent, absl::StrCat("reconcile ", key, ": ", result.status().message()));
+        queue->AddRateLimited(key);
+      } else if (!result.ok()) {
         logger->Warning(
             kComponent,
             absl::StrCat("reconcile ", key, " failed (will retry): ", result.status().message()));
@@ -210,6 +219,14 @@ absl::Status TrainingJobController::Start() {
   int workers = std::max(1, m.options.workers);
   for (int i = 0; i < workers; ++i) m.workers.emplace_back([&m] { m.Work(); });
   m.stats_thread = std::thread([&m] { m.Stats(); });
+  if (m.options.progress_interval > absl::ZeroDuration()) {
+    m.fetcher = NewCurlMetricsFetcher(absl::Seconds(5));
+    ProgressPollerOptions progress_options;
+    progress_options.interval = m.options.progress_interval;
+    m.progress = std::make_unique<ProgressPoller>(m.client, m.jobs->cache(), m.pods->cache(),
+                                                  *m.fetcher, progress_options, m.logger);
+    m.progress->Start();
+  }
   m.ready = true;
   m.logger->Info(kComponent,
                  absl::StrCat("started ", workers, " workers; watching ",
@@ -227,6 +244,7 @@ void TrainingJobController::Stop() {
     m.stopping = true;
   }
   m.ready = false;
+  if (m.progress) m.progress->Stop();
   if (m.queue) m.queue->ShutDownWithDrain();
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();

@@ -1,0 +1,100 @@
+// ControllerFixture: a TrainingJobController running against the API
+// emulator (or KUBETRAIN_TEST_KUBECONFIG), plus the kubelet's part played
+// by the test: pods' phases, exit codes and restart counts are set through
+// the /status subresource.
+#ifndef KUBETRAIN_TESTS_OPERATOR_CONTROLLER_CONTROLLER_FIXTURE_H_
+#define KUBETRAIN_TESTS_OPERATOR_CONTROLLER_CONTROLLER_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "kubetrain/clock.h"
+#include "operator/controller/operator_metrics.h"
+#include "operator/controller/training_job_controller.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/logger.h"
+#include "tests/support/kube_test_target.h"
+
+namespace kubetrain::controller {
+
+using Json = nlohmann::json;
+
+// Counts what the controller reports.
+class CountingMetrics final : public OperatorMetrics {
+ public:
+  void JobCreated(const std::string&) override { Bump("created"); }
+  void JobSucceeded(const std::string&) override { Bump("succeeded"); }
+  void JobFailed(const std::string&) override { Bump("failed"); }
+  void JobRestarted(const std::string&) override { Bump("restarted"); }
+  void PodCreated(const std::string&) override { Bump("pods"); }
+  void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
+  void ObserveReconcile(double, bool error) override { Bump(error ? "errors" : "reconciles"); }
+  void SetQueueDepth(int) override {}
+  void SetLeader(bool) override {}
+  int Get(const std::string& name) const {
+    absl::MutexLock lock(&mu_);
+    auto it = counts_.find(name);
+    return it == counts_.end() ? 0 : it->second;
+  }
+
+ private:
+  void Bump(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    ++counts_[name];
+  }
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> counts_;
+};
+
+class ControllerFixture : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Starts (another) controller on its own client.
+  std::unique_ptr<TrainingJobController> NewController(OperatorMetrics* metrics,
+                                                       ControllerOptions options = {});
+  void StartController(ControllerOptions options = {});
+  void StopController();
+
+  // A job with `ps` PS and `workers` Worker replicas; `patch` is merged
+  // into it (JSON merge patch) for policies.
+  Json MakeJob(const std::string& name, int ps, int workers, const Json& patch = Json::object());
+  Json CreateJob(const Json& job);
+  Json GetJob(const std::string& name);
+  Json Status(const std::string& name);
+  // The owned pods of a job by name (not being deleted unless `all`).
+  std::map<std::string, Json> Pods(const std::string& job, bool all = false);
+  std::map<std::string, Json> Services(const std::string& job);
+  // Kubelet stand-in.
+  void SetPodRunning(const std::string& pod, int restart_count = 0);
+  void SetPodSucceeded(const std::string& pod);
+  void SetPodFailed(const std::string& pod, int exit_code, const std::string& reason = "Error");
+  void SetAllRunning(const std::string& job);
+
+  bool WaitForPods(const std::string& job, size_t n);
+  bool WaitForCondition(const std::string& job, const std::string& type,
+                        absl::Duration timeout = absl::Seconds(30));
+  std::vector<std::string> EventReasons(const std::string& job);
+
+  kube::KubeClient& client() { return target_->client(); }
+  const std::string& ns() { return target_->ns(); }
+
+  std::unique_ptr<testing::KubeTestTarget> target_;
+  CountingMetrics metrics_;
+  RealClock clock_;
+  kube::StreamLogger logger_{std::cerr, kube::StreamLogger::Format::kText,
+                             kube::LogLevel::kWarning};
+  // Clients of the controllers; destroyed after them.
+  std::vector<std::unique_ptr<kube::KubeClient>> clients_;
+  std::unique_ptr<TrainingJobController> controller_;
+};
+
+}  // namespace kubetrain::controller
+
+#endif  // KUBETRAIN_TESTS_OPERATOR_CONTROLLER_CONTROLLER_FIXTURE_H_

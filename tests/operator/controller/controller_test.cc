@@ -1,0 +1,390 @@
+// The TrainingJob operator's behaviour against the API emulator (or a real
+// cluster with KUBETRAIN_TEST_KUBECONFIG): the test plays the kubelet.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "operator/api/cluster_spec.h"
+#include "operator/controller/job_status.h"
+#include "operator/kube/leader_elector.h"
+#include "operator/kube/object.h"
+#include "operator/kube/resource.h"
+#include "tests/operator/controller/controller_fixture.h"
+#include "tests/operator/kube/wait_for.h"
+
+namespace kubetrain::controller {
+namespace {
+
+using kube::WaitFor;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+std::string EnvValue(const Json& pod, const std::string& name) {
+  for (const Json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e.value("name", "") == name) return e.value("value", "");
+  }
+  return "<absent>";
+}
+
+const Json* Cond(const Json& status, const std::string& type) {
+  return FindCondition(status, type);
+}
+
+class ControllerTest : public ControllerFixture {};
+
+TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
+  StartController();
+  CreateJob(MakeJob("mnist", 1, 2));
+  ASSERT_TRUE(WaitForPods("mnist", 3));
+  ASSERT_TRUE(WaitFor([&] { return Services("mnist").size() == 3; }));
+  std::map<std::string, Json> pods = Pods("mnist");
+  const std::string& n = ns();
+  const std::string cluster =
+      absl::StrCat(R"({"ps":["mnist-ps-0.)", n, R"(.svc:2222"],"worker":["mnist-worker-0.)", n,
+                   R"(.svc:2222","mnist-worker-1.)", n, R"(.svc:2222"]})");
+  EXPECT_EQ(EnvValue(pods["mnist-ps-0"], "TF_CONFIG"),
+            absl::StrCat(R"({"cluster":)", cluster,
+                         R"(,"task":{"type":"ps","index":0},"environment":"cloud"})"));
+  EXPECT_EQ(EnvValue(pods["mnist-worker-1"], "TF_CONFIG"),
+            absl::StrCat(R"({"cluster":)", cluster,
+                         R"(,"task":{"type":"worker","index":1},"environment":"cloud"})"));
+  EXPECT_EQ(EnvValue(pods["mnist-worker-1"], "KUBETRAIN_PS_HOSTS"),
+            absl::StrCat("mnist-ps-0.", n, ".svc:2222"));
+  EXPECT_EQ(EnvValue(pods["mnist-worker-1"], "KUBETRAIN_REPLICA_INDEX"), "1");
+  Json job = GetJob("mnist");
+  for (const auto& [name, pod] : pods) {
+    EXPECT_EQ(kube::ControllerUid(pod), kube::Uid(job)) << name;
+    EXPECT_EQ(pod["spec"]["restartPolicy"], "Never") << name;  // TFJob's default policy
+    EXPECT_EQ(kube::Annotation(pod, "prometheus.io/scrape"), "true");
+    bool token_from_secret = false;
+    for (const Json& e : pod["spec"]["containers"][0]["env"]) {
+      if (e.value("name", "") == "KUBETRAIN_JOB_TOKEN") {
+        token_from_secret =
+            kube::StringAt(e, {"valueFrom", "secretKeyRef", "name"}) == "mnist-token";
+      }
+    }
+    EXPECT_TRUE(token_from_secret) << name;
+    EXPECT_EQ(pod["spec"]["containers"][0]["ports"][0]["name"], "kubetrain-port");
+  }
+  EXPECT_EQ(kube::Label(pods["mnist-worker-0"], "kubetrain.io/job-role"), "chief");
+  EXPECT_EQ(kube::Label(pods["mnist-worker-1"], "kubetrain.io/job-role"), "");
+  Json svc = Services("mnist")["mnist-worker-1"];
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["selector"]["kubetrain.io/replica-index"], "1");
+  EXPECT_TRUE(client().Get(kube::kSecrets, ns(), "mnist-token").ok());
+  EXPECT_TRUE(WaitForCondition("mnist", kCondCreated));
+
+  SetAllRunning("mnist");
+  ASSERT_TRUE(WaitForCondition("mnist", kCondRunning));
+  Json status = Status("mnist");
+  EXPECT_EQ(status["replicaStatuses"]["Worker"]["active"], 2);
+  EXPECT_EQ(status["replicaStatuses"]["Worker"]["ready"], 2);
+  EXPECT_EQ(Phase(status), "Running");
+  EXPECT_TRUE(status.contains("startTime"));
+
+  SetPodSucceeded("mnist-worker-0");
+  ASSERT_TRUE(WaitForCondition("mnist", kCondSucceeded));
+  status = Status("mnist");
+  EXPECT_TRUE(status.contains("completionTime"));
+  EXPECT_EQ((*Cond(status, kCondRunning))["status"], "False");
+  // cleanPodPolicy Running: the PS and the still-running worker go, the
+  // completed worker stays.
+  ASSERT_TRUE(WaitFor([&] { return Pods("mnist").size() == 1; }));
+  EXPECT_EQ(Pods("mnist").begin()->first, "mnist-worker-0");
+  std::vector<std::string> reasons = EventReasons("mnist");
+  EXPECT_THAT(reasons, Contains("SuccessfulCreatePod"));
+  EXPECT_THAT(reasons, Contains("SuccessfulDeletePod"));
+  EXPECT_THAT(reasons, Contains("JobSucceeded"));
+  EXPECT_EQ(metrics_.Get("pods"), 3);
+  EXPECT_EQ(metrics_.Get("succeeded"), 1);
+}
+
+TEST_F(ControllerTest, ExitCodePolicyRestartsRetryableAndFailsPermanent) {
+  StartController();
+  CreateJob(MakeJob("ec", 1, 2,
+                    Json{{"spec",
+                          {{"replicaSpecs", {{"Worker", {{"restartPolicy", "ExitCode"}}}}},
+                           {"runPolicy", {{"backoffLimit", 3}}}}}}));
+  ASSERT_TRUE(WaitForPods("ec", 3));
+  SetAllRunning("ec");
+  ASSERT_TRUE(WaitForCondition("ec", kCondRunning));
+  std::string old_uid = kube::Uid(Pods("ec")["ec-worker-1"]);
+  SetPodFailed("ec-worker-1", 137, "OOMKilled");
+  // Deleted and recreated as a new pod.
+  ASSERT_TRUE(WaitFor([&] {
+    auto pods = Pods("ec");
+    return pods.count("ec-worker-1") && kube::Uid(pods["ec-worker-1"]) != old_uid;
+  }));
+  ASSERT_TRUE(WaitFor([&] { return Status("ec").value("restartCount", 0) == 1; }));
+  Json status = Status("ec");
+  EXPECT_EQ(status["replicaStatuses"]["Worker"]["restarts"], 1);
+  EXPECT_TRUE(FindCondition(status, kCondRestarting) != nullptr);
+  EXPECT_THAT(EventReasons("ec"), Contains("Restarting"));
+  EXPECT_FALSE(IsFinished(status));
+
+  SetPodRunning("ec-worker-1");
+  ASSERT_TRUE(WaitForCondition("ec", kCondRunning));
+  SetPodFailed("ec-worker-1", 3);
+  ASSERT_TRUE(WaitForCondition("ec", kCondFailed));
+  Json ec_status = Status("ec");
+  const Json* failed = FindCondition(ec_status, kCondFailed);
+  EXPECT_EQ((*failed)["reason"], "ReplicaFailed");
+  EXPECT_THAT((*failed)["message"].get<std::string>(), HasSubstr("worker-1"));
+  EXPECT_THAT((*failed)["message"].get<std::string>(), HasSubstr("code 3"));
+  // cleanPodPolicy Running removes the PS and worker-0.
+  ASSERT_TRUE(WaitFor([&] { return Pods("ec").size() == 1; }));
+}
+
+TEST_F(ControllerTest, NeverPolicyFailsOnAnyFailure) {
+  StartController();
+  CreateJob(MakeJob("nv", 0, 2));
+  ASSERT_TRUE(WaitForPods("nv", 2));
+  SetAllRunning("nv");
+  SetPodFailed("nv-worker-1", 137);
+  ASSERT_TRUE(WaitForCondition("nv", kCondFailed));
+  EXPECT_EQ((*FindCondition(Status("nv"), kCondFailed))["reason"], "ReplicaFailed");
+  EXPECT_EQ(metrics_.Get("failed"), 1);
+  EXPECT_EQ(Status("nv").value("restartCount", 0), 0);
+}
+
+TEST_F(ControllerTest, BackoffLimitExhaustedByRecreationsAndInPlaceRestarts) {
+  StartController();
+  CreateJob(MakeJob("bo", 0, 1,
+                    Json{{"spec",
+                          {{"replicaSpecs", {{"Worker", {{"restartPolicy", "ExitCode"}}}}},
+                           {"runPolicy", {{"backoffLimit", 1}}}}}}));
+  ASSERT_TRUE(WaitForPods("bo", 1));
+  SetPodFailed("bo-worker-0", 143);
+  ASSERT_TRUE(WaitFor([&] { return Status("bo").value("restartCount", 0) == 1; }))
+      << Status("bo").dump();
+  ASSERT_TRUE(WaitFor([&] {
+    auto pods = Pods("bo");
+    return pods.count("bo-worker-0") &&
+           kube::StringAt(pods["bo-worker-0"], {"status", "phase"}) == "Pending";
+  }));
+  SetPodFailed("bo-worker-0", 143);
+  ASSERT_TRUE(WaitForCondition("bo", kCondFailed));
+  EXPECT_EQ((*FindCondition(Status("bo"), kCondFailed))["reason"], "BackoffLimitExceeded");
+
+  // OnFailure: the kubelet restarts in place; container restarts count.
+  CreateJob(MakeJob("of", 0, 1,
+                    Json{{"spec",
+                          {{"replicaSpecs", {{"Worker", {{"restartPolicy", "OnFailure"}}}}},
+                           {"runPolicy", {{"backoffLimit", 2}}}}}}));
+  ASSERT_TRUE(WaitForPods("of", 1));
+  EXPECT_EQ(Pods("of")["of-worker-0"]["spec"]["restartPolicy"], "OnFailure");
+  SetPodRunning("of-worker-0", 2);
+  ASSERT_TRUE(WaitFor([&] { return Status("of").value("restartCount", 0) == 2; }));
+  EXPECT_FALSE(IsFinished(Status("of")));
+  SetPodRunning("of-worker-0", 3);
+  ASSERT_TRUE(WaitForCondition("of", kCondFailed));
+  EXPECT_EQ((*FindCondition(Status("of"), kCondFailed))["reason"], "BackoffLimitExceeded");
+}
+
+TEST_F(ControllerTest, DeadlineFiresWithNoOtherEvent) {
+  StartController();
+  CreateJob(MakeJob("dl", 1, 1, Json{{"spec", {{"runPolicy", {{"activeDeadlineSeconds", 2}}}}}}));
+  ASSERT_TRUE(WaitForPods("dl", 2));
+  SetAllRunning("dl");
+  ASSERT_TRUE(WaitForCondition("dl", kCondRunning));
+  // Nothing else happens; the delayed requeue must fire on its own.
+  ASSERT_TRUE(WaitForCondition("dl", kCondFailed, absl::Seconds(20)));
+  EXPECT_EQ((*FindCondition(Status("dl"), kCondFailed))["reason"], "DeadlineExceeded");
+  ASSERT_TRUE(WaitFor([&] { return Pods("dl").empty(); }));
+}
+
+TEST_F(ControllerTest, TtlDeletesFinishedJob) {
+  StartController();
+  CreateJob(
+      MakeJob("ttl", 0, 1, Json{{"spec", {{"runPolicy", {{"ttlSecondsAfterFinished", 1}}}}}}));
+  ASSERT_TRUE(WaitForPods("ttl", 1));
+  SetPodSucceeded("ttl-worker-0");
+  ASSERT_TRUE(WaitForCondition("ttl", kCondSucceeded));
+  ASSERT_TRUE(WaitFor(
+      [&] { return absl::IsNotFound(client().Get(kube::kTrainingJobs, ns(), "ttl").status()); }));
+  ASSERT_TRUE(WaitFor([&] { return Pods("ttl", /*all=*/true).empty(); }))
+      << "owned pods are garbage-collected with the job";
+}
+
+TEST_F(ControllerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
+  StartController();
+  CreateJob(MakeJob("sus", 1, 2));
+  ASSERT_TRUE(WaitForPods("sus", 3));
+  SetAllRunning("sus");
+  ASSERT_TRUE(WaitForCondition("sus", kCondRunning));
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kTrainingJobs, ns(), "sus",
+                              Json{{"spec", {{"runPolicy", {{"suspend", true}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitForCondition("sus", kCondSuspended));
+  ASSERT_TRUE(WaitFor([&] { return Pods("sus").empty(); }));
+  EXPECT_FALSE(IsConditionTrue(Status("sus"), kCondRunning));
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kTrainingJobs, ns(), "sus",
+                              Json{{"spec", {{"runPolicy", {{"suspend", false}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitForPods("sus", 3));
+  ASSERT_TRUE(WaitFor([&] { return !IsConditionTrue(Status("sus"), kCondSuspended); }));
+  EXPECT_THAT(EventReasons("sus"), Contains("Resumed"));
+}
+
+TEST_F(ControllerTest, CleanPodPolicyAllAndNone) {
+  StartController();
+  CreateJob(MakeJob("all", 1, 2, Json{{"spec", {{"runPolicy", {{"cleanPodPolicy", "All"}}}}}}));
+  CreateJob(MakeJob("none", 1, 2, Json{{"spec", {{"runPolicy", {{"cleanPodPolicy", "None"}}}}}}));
+  ASSERT_TRUE(WaitForPods("all", 3));
+  ASSERT_TRUE(WaitForPods("none", 3));
+  SetAllRunning("all");
+  SetAllRunning("none");
+  SetPodFailed("all-worker-1", 1);  // Never: the job fails; cleanup on failure too
+  SetPodSucceeded("none-worker-0");
+  ASSERT_TRUE(WaitForCondition("all", kCondFailed));
+  ASSERT_TRUE(WaitForCondition("none", kCondSucceeded));
+  ASSERT_TRUE(WaitFor([&] { return Pods("all").empty(); }));
+  EXPECT_EQ(Pods("none").size(), 3u);
+}
+
+TEST_F(ControllerTest, ExternallyDeletedPodIsRecreatedNotCounted) {
+  StartController();
+  CreateJob(MakeJob("ext", 1, 1));
+  ASSERT_TRUE(WaitForPods("ext", 2));
+  std::string old_uid = kube::Uid(Pods("ext")["ext-worker-0"]);
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "ext-worker-0").ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto pods = Pods("ext");
+    return pods.count("ext-worker-0") && kube::Uid(pods["ext-worker-0"]) != old_uid;
+  }));
+  EXPECT_EQ(Status("ext").value("restartCount", 0), 0);
+  EXPECT_FALSE(IsFinished(Status("ext")));
+}
+
+TEST_F(ControllerTest, InvalidSpecFailsAndCreatesNothing) {
+  StartController();
+  Json bad = MakeJob("bad", 1, 0);  // PS without workers
+  CreateJob(bad);
+  // The CRD schema cannot see inside pod templates: no containers.
+  Json neg = MakeJob("neg", 0, 1);
+  neg["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"] = Json::array();
+  CreateJob(neg);
+  ASSERT_TRUE(WaitForCondition("bad", kCondFailed));
+  ASSERT_TRUE(WaitForCondition("neg", kCondFailed));
+  Json neg_status = Status("neg");
+  const Json* c = FindCondition(neg_status, kCondFailed);
+  EXPECT_EQ((*c)["reason"], "InvalidSpec");
+  EXPECT_THAT((*c)["message"].get<std::string>(),
+              HasSubstr("spec.replicaSpecs.Worker.template.spec.containers"));
+  EXPECT_EQ((*FindCondition(Status("bad"), kCondFailed))["reason"], "InvalidSpec");
+  EXPECT_TRUE(Pods("bad", true).empty());
+  EXPECT_TRUE(Pods("neg", true).empty());
+  EXPECT_TRUE(Services("bad").empty());
+  EXPECT_THAT(EventReasons("neg"), Contains("InvalidSpec"));
+}
+
+TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {
+  KT_REQUIRE_EMULATOR(target_);
+  // The first operator dies mid-reconcile: some pod creates fail.
+  target_->emulator()->InjectFault({.method = "POST",
+                                    .path_substring = "/pods",
+                                    .watch_only = false,
+                                    .http_code = 500,
+                                    .count = 2,
+                                    .retry_after_seconds = 0});
+  StartController();
+  CreateJob(MakeJob("rs", 2, 4));
+  ASSERT_TRUE(WaitFor([&] { return !Pods("rs").empty(); }));
+  StopController();
+  size_t before = Pods("rs").size();
+  StartController();
+  ASSERT_TRUE(WaitForPods("rs", 6)) << "had " << before;
+  EXPECT_TRUE(WaitFor([&] { return Services("rs").size() == 6; }));
+  // Every pod is owned by the job: no orphans; one per replica.
+  Json job = GetJob("rs");
+  std::set<std::string> names;
+  for (const auto& [name, pod] : Pods("rs", true)) {
+    EXPECT_EQ(kube::ControllerUid(pod), kube::Uid(job));
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), 6u);
+  // A third operator on a fully reconciled job changes nothing.
+  int creates = target_->emulator()->RequestCount("POST", "/pods");
+  StopController();
+  StartController();
+  absl::SleepFor(absl::Milliseconds(500));  // observing a steady state
+  EXPECT_EQ(target_->emulator()->RequestCount("POST", "/pods"), creates);
+}
+
+TEST_F(ControllerTest, TwoOperatorsWithLeaderElectionOnlyLeaderActs) {
+  kube::LeaderElectionConfig config;
+  config.lease_namespace = ns();
+  config.lease_name = "kubetrain-operator";
+  config.lease_duration = absl::Seconds(2);
+  config.renew_deadline = absl::Milliseconds(1500);
+  config.retry_period = absl::Milliseconds(200);
+  struct Operator {
+    CountingMetrics metrics;
+    std::unique_ptr<TrainingJobController> controller;
+    std::unique_ptr<kube::KubeClient> client;
+    std::unique_ptr<kube::LeaderElector> elector;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Operator>> ops;
+  for (const char* id : {"op-a", "op-b"}) {
+    auto op = std::make_unique<Operator>();
+    op->controller = NewController(&op->metrics);
+    op->client = *target_->NewClient();
+    kube::LeaderElectionConfig c = config;
+    c.identity = id;
+    Operator* raw = op.get();
+    op->elector = std::make_unique<kube::LeaderElector>(
+        *op->client, c,
+        kube::LeaderCallbacks{[raw] { ASSERT_TRUE(raw->controller->Start().ok()); },
+                              [raw] { raw->controller->Stop(); }, nullptr},
+        clock_, &logger_);
+    op->thread = std::thread([raw] { (void)raw->elector->Run(); });
+    ops.push_back(std::move(op));
+  }
+  ASSERT_TRUE(WaitFor([&] { return ops[0]->elector->IsLeader() || ops[1]->elector->IsLeader(); }));
+  CreateJob(MakeJob("le", 1, 2));
+  ASSERT_TRUE(WaitForPods("le", 3));
+  Operator& leader = ops[0]->elector->IsLeader() ? *ops[0] : *ops[1];
+  Operator& standby = ops[0]->elector->IsLeader() ? *ops[1] : *ops[0];
+  EXPECT_EQ(leader.metrics.Get("pods"), 3);
+  EXPECT_EQ(standby.metrics.Get("pods"), 0);
+  EXPECT_EQ(standby.metrics.Get("reconciles"), 0);
+  EXPECT_FALSE(standby.controller->Ready());
+  // The leader stops: the standby takes over and carries on.
+  leader.elector->Stop();
+  ASSERT_TRUE(WaitFor([&] { return standby.elector->IsLeader(); }));
+  ASSERT_TRUE(WaitFor([&] { return standby.controller->Ready(); }));
+  SetPodSucceeded("le-worker-0");
+  ASSERT_TRUE(WaitForCondition("le", kCondSucceeded));
+  EXPECT_GT(standby.metrics.Get("reconciles"), 0);
+  for (auto& op : ops) {
+    op->elector->Stop();
+    op->thread.join();
+    op->controller->Stop();
+  }
+}
+
+TEST_F(ControllerTest, GangSchedulingCreatesPodGroup) {
+  ControllerOptions options;
+  options.gang_scheduler = "volcano";
+  StartController(options);
+  CreateJob(MakeJob(
+      "gang", 1, 2,
+      Json{{"spec",
+            {{"runPolicy", {{"schedulingPolicy", {{"minAvailable", 3}, {"queue", "q1"}}}}}}}}));
+  ASSERT_TRUE(WaitForPods("gang", 3));
+  absl::StatusOr<Json> group = client().Get(kube::kPodGroups, ns(), "gang");
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ((*group)["spec"]["minMember"], 3);
+  EXPECT_EQ((*group)["spec"]["queue"], "q1");
+  Json pod = Pods("gang")["gang-worker-0"];
+  EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ(kube::Annotation(pod, "scheduling.k8s.io/group-name"), "gang");
+}
+
+}  // namespace
+}  // namespace kubetrain::controller
