@@ -9,23 +9,15 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {CrdValidator, loadYamlDocuments, loadYamlFile} from '../../tools/node/lib/crd.mjs'
 import {CHART, ROOT, helmTemplate, key, requireTool, run} from './tools.mjs'
+import {requiredRules} from './operator_rbac.mjs'
 
 const helm = requireTool('helm')
 const VALUES = join(ROOT, 'tests/packaging/values')
 const valueFiles = readdirSync(VALUES).filter((f) => f.endsWith('.yaml')).sort()
 
-// The operator's permissions: exactly these, nothing more (the list).
-const EXPECTED_RULES = {
-  'kubetrain.io/trainingjobs': ['get', 'list', 'watch', 'update', 'patch'],
-  'kubetrain.io/trainingjobs/status': ['get', 'update', 'patch'],
-  'kubetrain.io/trainingjobs/finalizers': ['update'],
-  '/pods': ['get', 'list', 'watch', 'create', 'delete'],
-  '/services': ['get', 'list', 'watch', 'create', 'delete'],
-  '/secrets': ['get', 'list', 'watch', 'create'],
-  '/events': ['create', 'patch'],
-  'coordination.k8s.io/leases': ['get', 'create', 'update'],
-  'scheduling.volcano.sh/podgroups': ['get', 'list', 'watch', 'create', 'delete'],
-}
+// The operator's permissions: exactly the calls in its source (rbac.test.mjs
+// checks each Role on its own; here every rendered role together).
+const EXPECTED_RULES = requiredRules(ROOT)
 
 // group/resource -> sorted verbs, over every Role and ClusterRole rendered.
 function grantedRules(objs) {
@@ -129,7 +121,7 @@ test('default values: kinds, deployment, security, RBAC', () => {
   assert.deepEqual(crb.subjects, [{kind: 'ServiceAccount', name: 'kubetrain-operator', namespace: 'kubetrain-system'}])
   const le = only(objs, 'Role')
   assert.equal(le.metadata.namespace, 'kubetrain-system')
-  assert.deepEqual(grantedRules([le])['coordination.k8s.io/leases'], ['create', 'get', 'update'])
+  assert.deepEqual(grantedRules([le]), {'coordination.k8s.io/leases': EXPECTED_RULES['coordination.k8s.io/leases']})
 })
 
 test('namespace-scoped mode: Role and RoleBinding in that namespace, no ClusterRole, --namespace', () => {

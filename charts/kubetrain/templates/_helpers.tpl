@@ -57,42 +57,44 @@ app.kubernetes.io/part-of: kubetrain
 {{- end }}
 
 {{/*
-The operator's permissions, least privilege: exactly what kubetrain-operator
-calls. Leases and events are listed here too; in namespace-scoped mode they are
-also granted in the leader-election namespace (see rbac.yaml).
+The operator's permissions, least privilege: exactly the API calls
+kubetrain-operator makes (tests/packaging/rbac.test.mjs derives them from the
+.cc files under operator/ and fails on a missing or an unused verb). Informers
+list and watch; objects are read from their caches, so no get.
+trainingjobs/finalizers update is the one permission no call shows: the
+objects it creates carry ownerReferences with blockOwnerDeletion, which the
+OwnerReferencesPermissionEnforcement admission plugin checks.
 */}}
 {{- define "kubetrain.rules" -}}
 - apiGroups: [kubetrain.io]
   resources: [trainingjobs]
-  verbs: [get, list, watch, update, patch]
+  verbs: [list, watch, delete]
 - apiGroups: [kubetrain.io]
   resources: [trainingjobs/status]
-  verbs: [get, update, patch]
+  verbs: [update, patch]
 - apiGroups: [kubetrain.io]
   resources: [trainingjobs/finalizers]
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, delete]
+  verbs: [list, watch, create, delete]
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, create, delete]
+  verbs: [list, watch, create, delete]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch, create]
+  verbs: [list, watch, create]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
-  verbs: [get, list, watch, create, delete]
+  verbs: [list, watch, create, delete]
 {{- end }}
 
+{{/* Leader election: the Lease only (operator/kube/leader_elector.cc). */}}
 {{- define "kubetrain.leaderElectionRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create, update]
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, patch]
 {{- end }}
