@@ -1,7 +1,8 @@
 // The TrainingJob CRD: its shape, that it matches the fields the operator
 // reads (operator/api/training_job.cc), that every example passes its schema
 // and CEL rules, that every job in invalid-jobs/ is refused naming the field,
-// and that the immutability transition rule holds.
+// that the immutability transition rule holds, and that the status schema holds
+// exactly the fields the operator writes (operator/controller/*.cc).
 import {test} from 'node:test'
 import assert from 'node:assert/strict'
 import {readFileSync, readdirSync} from 'node:fs'
@@ -98,11 +99,6 @@ test('the schema declares exactly the fields the operator reads', () => {
   const unread = [...specKeys].filter((k) => !op.has(k))
   assert.deepEqual(missing, [], 'fields the operator reads but the CRD does not declare')
   assert.deepEqual(unread, [], 'fields the CRD declares under spec but the operator never reads')
-  // The status is ARCHITECTURE.md's.
-  assert.deepEqual([...statusKeys].sort(), ['accuracy', 'active', 'completionTime', 'conditions', 'failed',
-    'lastReconcileTime', 'lastTransitionTime', 'lastUpdateTime', 'loss', 'message', 'progress', 'ready',
-    'reason', 'replicaStatuses', 'samplesPerSecond', 'selector', 'startTime', 'status', 'step', 'succeeded',
-    'totalSteps', 'type', 'updatedAt'])
 })
 
 test('defaults and enums agree with operator/api/training_job.h', () => {
@@ -200,18 +196,144 @@ test('replicaSpecs are immutable while Running, except Worker replicas', () => {
   assert.deepEqual(update((j) => { j.spec.replicaSpecs.PS.replicas = 2 }, done), [])
 })
 
+// The status fields the operator writes, as schema paths ("status.progress.step",
+// "status.replicaStatuses.*.restarts", "status.conditions[].reason"), read from
+// the files that write them: every `var["key"] = ...`, `Json& x = var["key"]`
+// and `var = {{"key", ...}, ...}` / `Json var{{"key", ...}}` (nested lists
+// too), with each variable mapped to where it sits in the status. A variable
+// not in the map fails the test: say where it writes.
+const STATUS_WRITERS = {
+  'operator/controller/reconciler.cc': {
+    status: 'status', 'p.status': 'status', object: '', replica_statuses: 'status.replicaStatuses',
+    rs: 'status.replicaStatuses.*',
+  },
+  'operator/controller/progress_poller.cc': {out: 'status.progress', progress: 'status.progress', patch: ''},
+  'operator/controller/job_status.cc': {status: 'status', updated: 'status.conditions[]', c: 'status.conditions[]'},
+}
+
+// The keys of a brace-init list `{{"k", v}, {"k2", {{"n", w}}}}` starting at
+// text[open] === '{', as paths relative to it.
+function initListKeys(text, open) {
+  const keys = []
+  let depth = 0
+  for (let i = open; i < text.length; i++) {
+    const c = text[i]
+    if (c === '"') {
+      let j = i + 1
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1
+      // A key: the first element of a pair, right after the pair's '{'.
+      const pairOpen = /\{\s*$/.test(text.slice(open, i)) && depth >= 2 && (depth % 2 === 0)
+      if (pairOpen && /^\s*,/.test(text.slice(j + 1))) {
+        const name = text.slice(i + 1, j)
+        // Nested list as the value: {{"k", {{...}}}}
+        const rest = text.slice(j + 1).match(/^\s*,\s*\{\{/)
+        if (rest) {
+          const nestedOpen = j + 1 + rest[0].length - 2
+          keys.push(name, ...initListKeys(text, nestedOpen).map((k) => `${name}.${k}`))
+          // skip the nested list
+          let d = 0
+          let k = nestedOpen
+          for (; k < text.length; k++) {
+            if (text[k] === '{') d++
+            else if (text[k] === '}' && --d === 0) break
+          }
+          i = k
+          continue
+        }
+        keys.push(name)
+      }
+      i = j
+    } else if (c === '{') {
+      depth++
+    } else if (c === '}') {
+      if (--depth === 0) return keys
+    }
+  }
+  throw new Error('unbalanced brace-init list')
+}
+
+function statusWrites() {
+  const paths = new Set()
+  const problems = []
+  for (const [file, vars] of Object.entries(STATUS_WRITERS)) {
+    const text = readFileSync(join(ROOT, file), 'utf8').replace(/\/\/[^\n]*/g, '')
+    const found = []
+    for (const m of text.matchAll(/([\w.]+)\["(\w+)"\]\s*=(?!=)/g)) found.push([m[1], m[2], m.index])
+    // A non-const reference: operator[] creates the key.
+    for (const m of text.matchAll(/(\bconst\s+)?[\w:]+\s*&\s*\w+\s*=\s*([\w.]+)\["(\w+)"\]/g)) {
+      if (!m[1]) found.push([m[2], m[3], m.index])
+    }
+    for (const m of text.matchAll(/([\w.]+)\s*(?:=\s*)?(?=\{\{")/g)) {
+      const open = m.index + m[0].length
+      for (const k of initListKeys(text, open)) found.push([m[1], k, m.index])
+    }
+    for (const [v, k, at] of found) {
+      if (!(v in vars)) {
+        problems.push(`${file}:${text.slice(0, at).split('\n').length}: writes "${k}" into ${v}: add ${v} to STATUS_WRITERS`)
+        continue
+      }
+      const path = [vars[v], k].filter(Boolean).join('.')
+      if (path.startsWith('status.')) paths.add(path)
+    }
+  }
+  assert.deepEqual(problems, [])
+  return paths
+}
+
+// Every path in a schema (or a value) the same way: "a.b", "a.*.c", "a[].d".
+function schemaPaths(s, prefix, out = new Set()) {
+  for (const [k, sub] of Object.entries(s.properties || {})) {
+    out.add(`${prefix}.${k}`)
+    schemaPaths(sub, `${prefix}.${k}`, out)
+  }
+  if (typeof s.additionalProperties === 'object') schemaPaths(s.additionalProperties, `${prefix}.*`, out)
+  if (s.items) schemaPaths(s.items, `${prefix}[]`, out)
+  return out
+}
+function valuePaths(v, prefix, mapAt, out = new Set()) {
+  if (Array.isArray(v)) {
+    for (const e of v) valuePaths(e, `${prefix}[]`, mapAt, out)
+  } else if (v && typeof v === 'object') {
+    for (const [k, sub] of Object.entries(v)) {
+      const p = mapAt.includes(prefix) ? `${prefix}.*` : `${prefix}.${k}`
+      out.add(p)
+      valuePaths(sub, p, mapAt, out)
+    }
+  }
+  return out
+}
+
+const STATUS_FIXTURE = join(ROOT, 'tests/packaging/operator-status.json')
+
+test('the status schema holds exactly the fields the operator writes', () => {
+  const written = statusWrites()
+  assert.ok(written.size > 20, `found only ${written.size} status writes: has the code's style changed?`)
+  console.log(`status fields the operator writes: ${[...written].sort().join(' ')}`)
+  const declared = schemaPaths(schema.properties.status, 'status')
+  const mapAt = ['status.replicaStatuses']
+  assert.deepEqual([...written].filter((p) => !declared.has(p)).sort(), [],
+    'the operator writes these status fields but the CRD does not declare them (the API server would prune them)')
+  assert.deepEqual([...declared].filter((p) => !written.has(p) && !mapAt.some((m) => p === `${m}.*`)).sort(), [],
+    'the CRD declares these status fields but the operator never writes them')
+  // The fixture holds every field the operator writes (and nothing else).
+  const status = JSON.parse(readFileSync(STATUS_FIXTURE, 'utf8'))
+  const inFixture = valuePaths(status, 'status', mapAt)
+  assert.deepEqual([...written].filter((p) => !inFixture.has(p)).sort(), [], `missing from ${STATUS_FIXTURE}`)
+  assert.deepEqual([...inFixture].filter((p) => !written.has(p) && !mapAt.some((m) => p === `${m}.*`)).sort(), [],
+    `${STATUS_FIXTURE} holds fields the operator does not write`)
+})
+
 test('status written by the operator validates', () => {
   const [job] = loadYamlFile(join(ROOT, 'examples/fmnist-ps-sync.yaml'))
-  job.status = {
-    conditions: [{type: 'Running', status: 'True', reason: 'JobRunning', message: 'm',
-      lastTransitionTime: '2025-01-01T00:00:00Z', lastUpdateTime: '2025-01-01T00:00:00Z'}],
-    replicaStatuses: {PS: {active: 1}, Worker: {active: 2, ready: 2, succeeded: 0, failed: 0,
-      selector: 'kubetrain.io/job-name=fmnist-ps-sync,kubetrain.io/replica-type=worker'}},
-    startTime: '2025-01-01T00:00:00Z', lastReconcileTime: '2025-01-01T00:00:05Z',
-    progress: {step: 1200, totalSteps: 9380, loss: 0.41, accuracy: 0.86, samplesPerSecond: 5120.5,
-      updatedAt: '2025-01-01T00:00:05Z'},
-  }
+  job.status = JSON.parse(readFileSync(STATUS_FIXTURE, 'utf8'))
   assert.deepEqual(validator.validate(job).errors, [])
-  job.status.progress.step = 'many'
-  assert.ok(validator.validate(job).errors.some((e) => e.startsWith('status.progress.step')))
+  const bad = (edit, path) => {
+    const j = structuredClone(job)
+    edit(j.status)
+    assert.ok(validator.validate(j).errors.some((e) => e.startsWith(path)), `${path}: ${validator.validate(j).errors}`)
+  }
+  bad((s) => { s.progress.step = 'many' }, 'status.progress.step')
+  bad((s) => { s.restartCount = 'one' }, 'status.restartCount')
+  bad((s) => { s.replicaStatuses.Worker.restarts = 1.5 }, 'status.replicaStatuses.Worker.restarts')
+  bad((s) => { s.progress.epoch = 3 }, 'status.progress')  // undeclared: pruned by a real API server
 })
