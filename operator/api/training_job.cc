@@ -680,9 +680,11 @@ absl::Status Validate(const TrainingJob& job) {
     return FieldError("spec.runPolicy.backoffLimit",
                       absl::StrCat("must be >= 0, got ", *rp.backoff_limit));
   }
-  if (rp.active_deadline_seconds && *rp.active_deadline_seconds < 0) {
+  // A zero deadline would fail the job at once; the CRD and Kubernetes Jobs
+  // refuse it too.
+  if (rp.active_deadline_seconds && *rp.active_deadline_seconds < 1) {
     return FieldError("spec.runPolicy.activeDeadlineSeconds",
-                      absl::StrCat("must be >= 0, got ", *rp.active_deadline_seconds));
+                      absl::StrCat("must be >= 1, got ", *rp.active_deadline_seconds));
   }
   if (rp.ttl_seconds_after_finished && *rp.ttl_seconds_after_finished < 0) {
     return FieldError("spec.runPolicy.ttlSecondsAfterFinished",
