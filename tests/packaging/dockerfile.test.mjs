@@ -5,7 +5,7 @@
 // .dockerignored) or is made by the stage it is copied from.
 import {test} from 'node:test'
 import assert from 'node:assert/strict'
-import {existsSync, readFileSync} from 'node:fs'
+import {existsSync, readFileSync, readdirSync} from 'node:fs'
 import {join} from 'node:path'
 
 const ROOT = new URL('../..', import.meta.url).pathname
@@ -144,14 +144,28 @@ test('.dockerignore keeps build outputs, caches and node_modules out of the cont
   }
 })
 
-test('the binaries the build stage copies are CMake targets', (t) => {
+// `make build` (cmake --build $(BUILD_DIR), BUILD_DIR=build) leaves each
+// executable in build/<the directory of its CMakeLists.txt>/ unless an output
+// directory or name is set; the build stage copies both from there and the
+// runtime stage installs them in /usr/local/bin.
+test('the binaries the build stage copies are CMake targets `make build` builds', () => {
+  assert.match(readFileSync(join(ROOT, 'Makefile'), 'utf8'), /^BUILD_DIR \?= build$/m)
   const cp = runs(build).find((r) => r.includes('/out/bin/'))
-  assert.match(cp, /build\/runtime\/kubetrain\b/)
-  assert.match(cp, /build\/operator\/kubetrain-operator\b/)
-  assert.match(readFileSync(join(ROOT, 'runtime/CMakeLists.txt'), 'utf8'), /add_executable\(kubetrain\b/)
-  const operator = readFileSync(join(ROOT, 'operator/CMakeLists.txt'), 'utf8')
-  if (!/add_executable\(kubetrain-operator\b/.test(operator)) {
-    // operator/main.cc is being written in parallel; the image cannot build until it lands.
-    t.todo('operator/CMakeLists.txt has no kubetrain-operator target yet')
+  for (const [dir, bin] of [['runtime', 'kubetrain'], ['operator', 'kubetrain-operator']]) {
+    assert.match(cp, new RegExp(`\\bbuild/${dir}/${bin}\\b`), `the build stage copies build/${dir}/${bin}`)
+    assert.match(cp, new RegExp(`\\bstrip\\b[^&]*/out/bin/${bin}\\b`), `the build stage strips ${bin}`)
+    const cmake = readFileSync(join(ROOT, dir, 'CMakeLists.txt'), 'utf8')
+    const add = cmake.match(new RegExp(`add_executable\\(${bin}\\b[^)]*\\)`))
+    assert.ok(add, `${dir}/CMakeLists.txt: no add_executable(${bin})`)
+    assert.ok(!/EXCLUDE_FROM_ALL/.test(add[0]), `${bin} is EXCLUDE_FROM_ALL: make build would not build it`)
+    assert.ok(!new RegExp(`set_target_properties\\(${bin}\\b[^)]*(OUTPUT_DIRECTORY|OUTPUT_NAME)`).test(cmake),
+      `${bin}: an output directory or name moves it away from build/${dir}/${bin}`)
+    const copy = runtime.steps.filter((st) => st.op === 'COPY').map((st) => st.args)
+    assert.ok(copy.includes(`--from=build /out/bin/${bin} /usr/local/bin/${bin}`),
+      `the runtime stage copies ${bin} to /usr/local/bin/${bin}`)
+  }
+  const cmakeFiles = ['CMakeLists.txt', ...readdirSync(join(ROOT, 'cmake')).filter((f) => f.endsWith('.cmake')).map((f) => `cmake/${f}`)]
+  for (const f of cmakeFiles) {
+    assert.ok(!/CMAKE_RUNTIME_OUTPUT_DIRECTORY/.test(readFileSync(join(ROOT, f), 'utf8')), `${f} sets CMAKE_RUNTIME_OUTPUT_DIRECTORY`)
   }
 })
