@@ -30,6 +30,8 @@ bench: build
 	@$(BUILD_DIR)/bench/kubetrain_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bench/kubetrain_ps_bench
 	@$(BUILD_DIR)/bench/kubetrain_metrics_bench --benchmark_counters_tabular=true
+	@$(BUILD_DIR)/bench/kubetrain_informer_bench
+	@$(BUILD_DIR)/bench/kubetrain_operator_bench --operator-binary=$(BUILD_DIR)/operator/kubetrain-operator
 
 format:
 	@git ls-files '*.cc' '*.h' '*.cu' | xargs clang-format -i
