@@ -4,7 +4,8 @@
 // ConfigMap, values.schema.json, NOTES.txt's first job against the CRD).
 import {test} from 'node:test'
 import assert from 'node:assert/strict'
-import {cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync} from 'node:fs'
+import {execFileSync} from 'node:child_process'
+import {cpSync, lstatSync, mkdtempSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {CrdValidator, loadYamlDocuments, loadYamlFile} from '../../tools/node/lib/crd.mjs'
@@ -148,7 +149,7 @@ test('without leader election: no Lease permissions and --leader-elect=false', (
   assert.ok(!args.some((a) => a.startsWith('--leader-election-') || a.startsWith('--lease-')))
 })
 
-test('monitoring: ServiceMonitor on the metrics port, PodMonitor on job pods', () => {
+test('monitoring: ServiceMonitor on the metrics port, PodMonitor on job pods, the dashboard', () => {
   assert.equal(helmTemplate(helm).filter((o) => o.apiVersion.startsWith('monitoring.coreos.com')).length, 0)
   const objs = helmTemplate(helm, {values: join(VALUES, 'monitoring.yaml')})
   const sm = only(objs, 'ServiceMonitor')
@@ -160,6 +161,7 @@ test('monitoring: ServiceMonitor on the metrics port, PodMonitor on job pods', (
   const pm = only(objs, 'PodMonitor')
   assert.deepEqual(pm.spec.selector.matchExpressions, [{key: 'kubetrain.io/job-name', operator: 'Exists'}])
   assert.equal(pm.spec.podMetricsEndpoints[0].relabelings[0].replacement, '$1:8090')
+  assert.equal(only(objs, 'ConfigMap').metadata.labels.grafana_dashboard, '1')
 })
 
 test('every option away from its default renders as asked', () => {
@@ -183,34 +185,47 @@ test('every option away from its default renders as asked', () => {
   assert.deepEqual(only(objs, 'PodMonitor').spec.namespaceSelector, {matchNames: ['research']})
 })
 
-// The chart reads the dashboard from dashboards/kubetrain-dashboard.json; its
-// one source is deploy/grafana/kubetrain-dashboard.json. Render a copy of the
-// chart with that file (or, while deploy/grafana has none yet, a stand-in).
+// The chart reads the dashboard from dashboards/kubetrain-dashboard.json, a
+// symlink to its one source, deploy/grafana/kubetrain-dashboard.json (helm
+// follows it; `helm package` stores the file). The ConfigMap's data is the
+// file's bytes exactly, as kustomize's configMapGenerator (deploy/grafana)
+// gives them; kustomize.test.mjs compares the two objects.
 test('the Grafana dashboard ConfigMap', () => {
   const source = join(ROOT, 'deploy/grafana/kubetrain-dashboard.json')
   const inChart = join(CHART, 'dashboards/kubetrain-dashboard.json')
-  if (existsSync(source) && existsSync(inChart)) {
-    assert.ok(readFileSync(source).equals(readFileSync(inChart)), `${inChart} differs from ${source}`)
-  }
+  assert.ok(lstatSync(inChart).isSymbolicLink(), `${inChart} is not a symlink`)
+  assert.equal(readlinkSync(inChart), '../../../deploy/grafana/kubetrain-dashboard.json')
+  assert.equal(realpathSync(inChart), realpathSync(source))
+  const dashboard = readFileSync(source, 'utf8')
+  JSON.parse(dashboard)
+
+  assert.equal(helmTemplate(helm).filter((o) => o.kind === 'ConfigMap').length, 0, 'off by default')
+  const cm = only(helmTemplate(helm, {set: ['grafanaDashboard.enabled=true']}), 'ConfigMap')
+  assert.equal(cm.metadata.name, 'kubetrain-dashboard')
+  assert.equal(cm.metadata.labels.grafana_dashboard, '1')
+  assert.equal(cm.data['kubetrain-dashboard.json'], dashboard, 'the ConfigMap holds the file byte for byte')
+
   const tmp = mkdtempSync(join(tmpdir(), 'kubetrain-chart-'))
   try {
+    // helm package stores the file itself, not the link.
+    run(helm, ['package', CHART, '--destination', tmp])
+    const tgz = readdirSync(tmp).find((f) => f.endsWith('.tgz'))
+    const packed = execFileSync('tar', ['-xzOf', join(tmp, tgz), 'kubetrain/dashboards/kubetrain-dashboard.json'], {encoding: 'utf8', maxBuffer: 64 << 20})
+    assert.equal(packed, dashboard, 'the packaged chart holds the dashboard')
+
     const chart = join(tmp, 'kubetrain')
     cpSync(CHART, chart, {recursive: true, dereference: true})
     rmSync(join(chart, 'dashboards'), {recursive: true, force: true})
     // Without the file: nothing rendered, whatever the value says.
     const without = helmTemplate(helm, {chart, set: ['grafanaDashboard.enabled=true']})
     assert.equal(without.filter((o) => o.kind === 'ConfigMap').length, 0)
-
+    // With or without a trailing newline, the data is the file exactly.
     mkdirSync(join(chart, 'dashboards'))
-    const dashboard = existsSync(source) ? readFileSync(source, 'utf8')
-      : JSON.stringify({title: 'kubetrain (stand-in)', panels: [{type: 'timeseries', title: 'loss'}]}, null, 2) + '\n'
-    if (!existsSync(source)) console.log(`note: ${source} does not exist yet; rendering a stand-in dashboard`)
-    writeFileSync(join(chart, 'dashboards/kubetrain-dashboard.json'), dashboard)
-    assert.equal(helmTemplate(helm, {chart}).filter((o) => o.kind === 'ConfigMap').length, 0, 'off by default')
-    const objs = helmTemplate(helm, {chart, set: ['grafanaDashboard.enabled=true']})
-    const cm = only(objs, 'ConfigMap')
-    assert.equal(cm.metadata.labels.grafana_dashboard, '1')
-    assert.deepEqual(JSON.parse(cm.data['kubetrain-dashboard.json']), JSON.parse(dashboard))
+    for (const text of ['{"title": "a"}', '{"title": "b"}\n', '{\n  "title": "c"\n}\n']) {
+      writeFileSync(join(chart, 'dashboards/kubetrain-dashboard.json'), text)
+      const objs = helmTemplate(helm, {chart, set: ['grafanaDashboard.enabled=true']})
+      assert.equal(only(objs, 'ConfigMap').data['kubetrain-dashboard.json'], text)
+    }
   } finally {
     rmSync(tmp, {recursive: true, force: true})
   }
