@@ -48,11 +48,19 @@ fi
 
 # Node packages for the packaging tests (YAML, ajv, CEL), pinned by
 # tools/node/package-lock.json; reinstalled when the lock file changes.
+# The tests need Node.js >= 18 and pass on Debian bookworm's 18.19 (npm 9.2),
+# although @marcbachmann/cel-js declares node >= 20.19: --engine-strict=false
+# keeps an engine-strict npm config from refusing it (npm only warns otherwise).
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NODE_DIR="$ROOT/tools/node"
+NODE_BIN="$(command -v node || command -v nodejs || true)"
+node_major="$([ -n "$NODE_BIN" ] && "$NODE_BIN" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+if [ "$node_major" -lt 18 ]; then
+  echo "setup.sh: warning: the packaging tests need Node.js >= 18, found ${NODE_BIN:-none} $([ -n "$NODE_BIN" ] && "$NODE_BIN" --version 2>/dev/null)" >&2
+fi
 if ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.kubetrain-lock.json" 2>/dev/null; then
   echo "setup.sh: npm ci in tools/node"
-  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --engine-strict=false --loglevel=error >/dev/null)
   cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.kubetrain-lock.json"
 fi
 
