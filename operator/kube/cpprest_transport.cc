@@ -31,6 +31,29 @@ int CountCertificates(const std::string& pem) {
   return count;
 }
 
+// True when the key belongs to the first certificate of `cert_pem`.
+bool KeyMatchesCertificate(const std::string& cert_pem, const std::string& key_pem) {
+  BIO* cert_bio = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  BIO* key_bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  X509* cert = cert_bio ? PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr) : nullptr;
+  EVP_PKEY* key = key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr) : nullptr;
+  bool match = cert != nullptr && key != nullptr && X509_check_private_key(cert, key) == 1;
+  if (cert != nullptr) X509_free(cert);
+  if (key != nullptr) EVP_PKEY_free(key);
+  if (cert_bio != nullptr) BIO_free(cert_bio);
+  if (key_bio != nullptr) BIO_free(key_bio);
+  return match;
+}
+
+// cpprest reports every certificate problem as "Error in SSL handshake".
+std::string Explain(const std::string& what) {
+  if (what.find("SSL handshake") == std::string::npos) return what;
+  return absl::StrCat(what,
+                      " (TLS: is the server's certificate signed by the configured CA and valid "
+                      "for this host name? see certificate-authority(-data) and "
+                      "insecure-skip-tls-verify in the kubeconfig)");
+}
+
 bool IsPrivateKey(const std::string& pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   if (bio == nullptr) return false;
@@ -183,6 +206,11 @@ absl::StatusOr<std::unique_ptr<CpprestTransport>> CpprestTransport::Create(
     return absl::InvalidArgumentError(
         absl::StrCat(config.source, ": the client key is not a PEM private key"));
   }
+  if (!config.client_cert_pem.empty() && !config.client_key_pem.empty() &&
+      !KeyMatchesCertificate(config.client_cert_pem, config.client_key_pem)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.source, ": the client key does not belong to the client certificate"));
+  }
   auto impl = std::make_unique<Impl>(config, options, env, clock);
   try {
     impl->client = std::make_unique<client::http_client>(
@@ -213,7 +241,7 @@ absl::StatusOr<HttpResponse> CpprestTransport::Send(const HttpRequest& request) 
     return out;
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat(What(request), " to ", impl_->config.server, ": ", e.what()));
+        absl::StrCat(What(request), " to ", impl_->config.server, ": ", Explain(e.what())));
   }
 }
 
@@ -242,7 +270,7 @@ absl::StatusOr<StreamResponse> CpprestTransport::OpenStream(const HttpRequest& r
     return out;
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat(What(request), " to ", impl_->config.server, ": ", e.what()));
+        absl::StrCat(What(request), " to ", impl_->config.server, ": ", Explain(e.what())));
   }
 }
 

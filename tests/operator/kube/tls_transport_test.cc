@@ -158,6 +158,8 @@ TEST_F(TlsTransportTest, SystemRootsRejectTheTestCa) {
   ExpectNetworkError(pod);
   EXPECT_THAT(std::string(pod.status().message()), HasSubstr("Error in SSL handshake"))
       << pod.status();
+  EXPECT_THAT(std::string(pod.status().message()), HasSubstr("certificate-authority(-data)"))
+      << "the message tells the user where to look";
   // The token never left the client, which refused the chain.
   EXPECT_TRUE(server_->Requests().empty());
   ASSERT_TRUE(WaitFor([&] { return server_->HandshakeFailures() >= 1; }));
@@ -209,6 +211,19 @@ TEST_F(TlsTransportTest, ClientCertificateIsPresentedAndVerified) {
   EXPECT_TRUE(requests[0].client_cert_verified);
   EXPECT_THAT(requests[0].client_cert_subject, HasSubstr("CN=kubetrain-operator"));
   EXPECT_EQ(requests[0].authorization, "");  // no token configured
+}
+
+TEST_F(TlsTransportTest, ClientKeyOfAnotherCertificateIsRefusedUpFront) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(pki_->server));
+  KubeConfig config = Config();
+  config.ca_pem = pki_->ca.cert_pem();
+  config.client_cert_pem = pki_->client.cert_pem;
+  config.client_key_pem = pki_->server.key_pem;  // a valid key, but not this certificate's
+  absl::StatusOr<std::unique_ptr<CpprestTransport>> transport =
+      CpprestTransport::Create(config, {}, env_, clock_);
+  ASSERT_FALSE(transport.ok());
+  EXPECT_THAT(std::string(transport.status().message()),
+              HasSubstr("the client key does not belong to the client certificate"));
 }
 
 TEST_F(TlsTransportTest, ServerRequiringAClientCertificateRejectsNone) {
