@@ -200,14 +200,14 @@ absl::Status Informer::WatchOnce() {
       break;
     }
     if (!*next) break;  // clean end at timeoutSeconds
-    Apply(event);
+    Apply(std::move(event));
   }
   absl::MutexLock lock(&mu_);
   open_watch_ = nullptr;
   return result;
 }
 
-void Informer::Apply(const WatchEvent& event) {
+void Informer::Apply(WatchEvent event) {
   std::string rv = ResourceVersionOf(event.object);
   {
     absl::MutexLock lock(&mu_);
@@ -215,7 +215,7 @@ void Informer::Apply(const WatchEvent& event) {
     if (!rv.empty()) resource_version_ = rv;
   }
   if (event.type == WatchEventType::kBookmark) return;
-  auto object = std::make_shared<const Json>(event.object);
+  auto object = std::make_shared<const Json>(std::move(event.object));
   if (event.type == WatchEventType::kDeleted) {
     ObjectPtr old = cache_.Remove(ObjectKey(*object));
     Dispatch([&](const InformerHandlers& h) {

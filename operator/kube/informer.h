@@ -95,7 +95,7 @@ class Informer {
   absl::Status ListAndReplace();
   // Watches until the stream ends or fails. OK on a clean end.
   absl::Status WatchOnce();
-  void Apply(const WatchEvent& event);
+  void Apply(WatchEvent event);  // takes the object: no copy into the cache
   // Sleeps up to `d`; false when Stop() was called.
   bool SleepUnlessStopped(absl::Duration d);
   void Dispatch(const std::function<void(const InformerHandlers&)>& call);
