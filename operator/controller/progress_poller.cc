@@ -320,6 +320,7 @@ bool ProgressPoller::PollJob(const Target& target) {
     return false;
   }
   const std::string cached_version = kube::ResourceVersionOf(target.job);
+  Json last_written = Json::object();
   {
     absl::MutexLock lock(&mu_);
     auto it = written_.find(target.uid);
@@ -329,12 +330,18 @@ bool ProgressPoller::PollJob(const Target& target) {
       NoteSuccessLocked(target);
       return false;
     }
+    if (it != written_.end() && it->second.second.is_object()) last_written = it->second.second;
   }
 
   Json progress = desired;
-  // A metric that disappeared removes its field (null deletes in a merge patch).
-  for (const auto& [field, value] : current.items()) {
-    if (!progress.contains(field)) progress[field] = nullptr;
+  // A metric that disappeared removes its field (null deletes in a merge
+  // patch): fields of the cached progress and of our last write, which the
+  // cache may not show yet.
+  for (const Json* previous : {&current, static_cast<const Json*>(&last_written)}) {
+    if (!previous->is_object()) continue;
+    for (const auto& [field, value] : previous->items()) {
+      if (!progress.contains(field)) progress[field] = nullptr;
+    }
   }
   progress["updatedAt"] = kube::FormatTime(absl::ToUnixMicros(absl::Now()));
   Json patch{{"status", {{"progress", progress}}}};
