@@ -170,6 +170,7 @@ absl::Status TrainingJobController::Start() {
   kube::InformerOptions job_options;
   job_options.namespace_name = m.options.watch_namespace;
   job_options.resync_period = m.options.resync_period;
+  job_options.transform = kube::StripServerBookkeeping;
   kube::InformerOptions owned = job_options;
   owned.label_selector = api::kLabelJobName;  // exists: only kubetrain's objects
   owned.resync_period = absl::ZeroDuration();

@@ -8,6 +8,17 @@
 
 namespace kubetrain::kube {
 
+void StripServerBookkeeping(nlohmann::json& object) {
+  if (!object.is_object() || !object.contains("metadata")) return;
+  Json& meta = object["metadata"];
+  if (!meta.is_object()) return;
+  meta.erase("managedFields");
+  if (meta.contains("annotations") && meta["annotations"].is_object()) {
+    meta["annotations"].erase("kubectl.kubernetes.io/last-applied-configuration");
+    if (meta["annotations"].empty()) meta.erase("annotations");
+  }
+}
+
 Informer::Informer(KubeClient& client, const ResourceType& type, InformerOptions options,
                    Logger* logger)
     : client_(client),
@@ -129,7 +140,10 @@ absl::Status Informer::ListAndReplace() {
 
   std::vector<ObjectPtr> fresh;
   fresh.reserve(list->items.size());
-  for (Json& item : list->items) fresh.push_back(std::make_shared<const Json>(std::move(item)));
+  for (Json& item : list->items) {
+    if (options_.transform) options_.transform(item);
+    fresh.push_back(std::make_shared<const Json>(std::move(item)));
+  }
   // Old versions of the objects, to tell adds from updates.
   std::vector<std::pair<ObjectPtr, ObjectPtr>> changes;  // (old or null, new)
   changes.reserve(fresh.size());
@@ -215,6 +229,7 @@ void Informer::Apply(WatchEvent event) {
     if (!rv.empty()) resource_version_ = rv;
   }
   if (event.type == WatchEventType::kBookmark) return;
+  if (options_.transform) options_.transform(event.object);
   auto object = std::make_shared<const Json>(std::move(event.object));
   if (event.type == WatchEventType::kDeleted) {
     ObjectPtr old = cache_.Remove(ObjectKey(*object));

@@ -35,6 +35,10 @@
 
 namespace kubetrain::kube {
 
+// Drops metadata.managedFields and the last-applied-configuration
+// annotation, which can double an object's size and no controller reads.
+void StripServerBookkeeping(nlohmann::json& object);
+
 struct InformerOptions {
   std::string namespace_name;  // "" = all namespaces
   std::string label_selector;
@@ -43,6 +47,9 @@ struct InformerOptions {
   int64_t page_size = 500;
   // 0: a random length in [300 s, 600 s) per watch, as client-go does.
   int watch_timeout_seconds = 0;
+  // Applied to every object before it is cached (controller-runtime's
+  // TransformFunc): drop what the controller never reads to save memory.
+  std::function<void(nlohmann::json& object)> transform;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(30);
 };

@@ -178,6 +178,43 @@ TEST_F(InformerTest, RelistsAfterExpiredVersionAndSeesDeletesMissedMeanwhile) {
   EXPECT_GE(informer->Stats().lists, 2);
 }
 
+TEST(StripServerBookkeepingTest, DropsManagedFieldsAndLastApplied) {
+  Json pod{{"metadata",
+            {{"name", "p"},
+             {"managedFields", Json::array({{{"manager", "kubectl"}}})},
+             {"annotations",
+              {{"kubectl.kubernetes.io/last-applied-configuration", "{...}"}, {"keep", "me"}}}}},
+           {"spec", {{"nodeName", "n"}}}};
+  StripServerBookkeeping(pod);
+  EXPECT_FALSE(pod["metadata"].contains("managedFields"));
+  EXPECT_EQ(pod["metadata"]["annotations"], (Json{{"keep", "me"}}));
+  EXPECT_EQ(pod["spec"]["nodeName"], "n");
+  Json bare{
+      {"metadata", {{"annotations", {{"kubectl.kubernetes.io/last-applied-configuration", "x"}}}}}};
+  StripServerBookkeeping(bare);
+  EXPECT_FALSE(bare["metadata"].contains("annotations"));
+  Json odd = Json::array();
+  StripServerBookkeeping(odd);  // not an object: left alone
+  EXPECT_TRUE(odd.is_array());
+}
+
+TEST_F(InformerTest, TransformAppliesToListedAndWatchedObjects) {
+  Json annotated = Pod("listed");
+  annotated["metadata"]["annotations"] = {{"drop", "x"}};
+  ASSERT_TRUE(client().Create(kPods, target_->ns(), annotated).ok());
+  InformerOptions options;
+  options.transform = [](Json& o) { o["metadata"]["annotations"].erase("drop"); };
+  auto informer = Make(options);
+  informer->Start();
+  ASSERT_TRUE(informer->WaitForSync(absl::Seconds(20)));
+  annotated["metadata"]["name"] = "watched";
+  ASSERT_TRUE(client().Create(kPods, target_->ns(), annotated).ok());
+  ASSERT_TRUE(WaitFor([&] { return informer->cache().Size() == 2; }));
+  for (const ObjectPtr& o : informer->cache().List()) {
+    EXPECT_FALSE((*o)["metadata"]["annotations"].contains("drop")) << Name(*o);
+  }
+}
+
 TEST_F(InformerTest, ResyncRedeliversEverything) {
   ASSERT_TRUE(client().Create(kPods, target_->ns(), Pod("a")).ok());
   InformerOptions options;
