@@ -728,7 +728,21 @@ void EmulatorStore::EmitLocked(const ResourceType& rt, const std::string& type, 
                                const json& old_obj) {
   LoggedEvent ev{.rv = rv_, .rt = &rt, .type = type, .object = obj, .old_object = old_obj};
   last_rv_[rt.GroupResource()] = rv_;
-  gc_dirty_ = true;
+  const std::string uid = StrField(obj, "metadata", "uid");
+  if (type == "ADDED") live_uids_.insert(uid);
+  if (type == "DELETED") live_uids_.erase(uid);
+  // Only deletions, objects being deleted and objects whose owners are not
+  // (known to be) present give the collector work.
+  static const json kNoMetadata = json::object();
+  auto meta_it = obj.find("metadata");
+  const json& meta = meta_it != obj.end() && meta_it->is_object() ? *meta_it : kNoMetadata;
+  bool gc_work = type == "DELETED" || meta.contains("deletionTimestamp");
+  if (!gc_work && meta.contains("ownerReferences") && meta["ownerReferences"].is_array()) {
+    for (const json& ref : meta["ownerReferences"]) {
+      if (!ref.is_object() || !live_uids_.count(ref.value("uid", std::string()))) gc_work = true;
+    }
+  }
+  if (gc_work) gc_dirty_ = true;
   for (Watcher* w : watchers_) {
     if (w->closed || w->end_after_queue || w->rt != &rt) continue;
     if (!w->ns.empty() && StrField(obj, "metadata", "namespace") != w->ns) continue;

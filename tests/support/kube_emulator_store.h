@@ -212,6 +212,10 @@ class EmulatorStore {
   std::map<std::string, std::string> sa_tokens_ ABSL_GUARDED_BY(mu_);  // ns -> token name
   int next_cluster_ip_ ABSL_GUARDED_BY(mu_) = 10;
   bool gc_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  // uids of objects added and not yet deleted, so a write that cannot give
+  // the garbage collector work (no deletion, owners all present) does not
+  // trigger a pass over every object.
+  std::set<std::string> live_uids_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread gc_thread_;
 };
