@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -422,6 +423,7 @@ struct Reconciler::Pass {
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (pods.count({type, i})) continue;
+          if (Completed(type, i)) continue;  // a completed replica is never run again
           std::string pod_name = api::ReplicaName(job, type, i);
           names.insert(pod_name);
           ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
@@ -449,18 +451,44 @@ struct Reconciler::Pass {
     if (!ops.empty()) Note(RunInBatches(ops, d.max_parallel_creates));
   }
 
+  // Indexes of `type` that have succeeded: recorded in status so a
+  // completed replica whose pod is later deleted is never run again.
+  std::set<int> CompletedIndexes(ReplicaType type) const {
+    std::set<int> out;
+    const std::string type_name = api::ReplicaTypeName(type);
+    if (!status.contains("replicaStatuses") || !status["replicaStatuses"].is_object() ||
+        !status["replicaStatuses"].contains(type_name)) {
+      return out;
+    }
+    const kube::Json& rs = status["replicaStatuses"][type_name];
+    if (!rs.is_object() || !rs.contains("completedIndexes") || !rs["completedIndexes"].is_array()) {
+      return out;
+    }
+    for (const kube::Json& i : rs["completedIndexes"]) {
+      if (i.is_number_integer()) out.insert(i.get<int>());
+    }
+    return out;
+  }
+
+  bool Completed(ReplicaType type, int index) const {
+    auto it = pods.find({type, index});
+    if (it != pods.end() && PodPhase(*it->second) == "Succeeded") return true;
+    return CompletedIndexes(type).count(index) > 0;
+  }
+
   void ComputeReplicaStatuses() {
     kube::Json& replica_statuses = status["replicaStatuses"];
     if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
     for (const auto& [type, spec] : job.spec.replica_specs) {
-      int active = 0, ready = 0, succeeded = 0, failed = 0;
+      int active = 0, ready = 0, failed = 0;
+      std::set<int> completed = CompletedIndexes(type);
       for (int i = 0; i < spec.Replicas(); ++i) {
         auto it = pods.find({type, i});
         if (it == pods.end()) continue;
         const kube::Json& pod = *it->second;
         std::string phase = PodPhase(pod);
         if (phase == "Succeeded") {
-          ++succeeded;
+          completed.insert(i);
         } else if (phase == "Failed") {
           ++failed;
         } else if (!kube::IsBeingDeleted(pod)) {
@@ -472,11 +500,12 @@ struct Reconciler::Pass {
       int restarts = rs.is_object() ? rs.value("restarts", 0) : 0;
       rs = {{"active", active},
             {"ready", ready},
-            {"succeeded", succeeded},
+            {"succeeded", static_cast<int>(completed.size())},
             {"failed", failed},
             {"restarts", restarts},
             {"selector", absl::StrCat(api::kLabelJobName, "=", name, ",", api::kLabelReplicaType,
                                       "=", api::ReplicaTypeLower(type))}};
+      if (!completed.empty()) rs["completedIndexes"] = completed;
     }
   }
 
@@ -494,7 +523,7 @@ struct Reconciler::Pass {
         auto it = pods.find({type, i});
         std::string phase = it == pods.end() ? "" : PodPhase(*it->second);
         bool deleting = it != pods.end() && kube::IsBeingDeleted(*it->second);
-        if (phase == "Succeeded") {
+        if (phase == "Succeeded" || (it == pods.end() && Completed(type, i))) {
           state.phase = api::ReplicaPhase::kSucceeded;
           state.last_exit = api::ReplicaExit::Code(0);
         } else if (phase == "Running" && !deleting) {

@@ -260,6 +260,28 @@ TEST_F(ControllerTest, ExternallyDeletedPodIsRecreatedNotCounted) {
   EXPECT_FALSE(IsFinished(Status("ext")));
 }
 
+TEST_F(ControllerTest, CompletedWorkerIsNeverRunAgain) {
+  StartController();
+  CreateJob(MakeJob("done", 1, 2, Json{{"spec", {{"successPolicy", "AllWorkers"}}}}));
+  ASSERT_TRUE(WaitForPods("done", 3));
+  SetAllRunning("done");
+  SetPodSucceeded("done-worker-1");
+  ASSERT_TRUE(WaitFor([&] {
+    Json rs = Status("done")["replicaStatuses"]["Worker"];
+    return rs.value("succeeded", 0) == 1 && rs.contains("completedIndexes");
+  }));
+  EXPECT_EQ(Status("done")["replicaStatuses"]["Worker"]["completedIndexes"], Json::array({1}));
+  // Someone deletes the completed pod: it stays gone, and it still counts.
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "done-worker-1").ok());
+  ASSERT_TRUE(WaitFor([&] { return Pods("done", true).size() == 2; }));
+  SetPodRunning("done-worker-0");           // an unrelated event: the job is reconciled again
+  absl::SleepFor(absl::Milliseconds(300));  // observing a steady state
+  EXPECT_EQ(Pods("done", true).count("done-worker-1"), 0u);
+  EXPECT_EQ(Status("done")["replicaStatuses"]["Worker"]["succeeded"], 1);
+  SetPodSucceeded("done-worker-0");
+  ASSERT_TRUE(WaitForCondition("done", kCondSucceeded));
+}
+
 TEST_F(ControllerTest, InvalidSpecFailsAndCreatesNothing) {
   StartController();
   Json bad = MakeJob("bad", 1, 0);  // PS without workers
