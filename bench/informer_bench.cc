@@ -123,38 +123,37 @@ void Complete(Json& pod, int64_t serial, int restarts) {
   spec["preemptionPolicy"] = "PreemptLowerPriority";
   spec["priority"] = 0;
   spec["securityContext"] = Json::object();
-  spec["tolerations"] = Json::array(
-      {{{"key", "node.kubernetes.io/not-ready"},
-        {"operator", "Exists"},
-        {"effect", "NoExecute"},
-        {"tolerationSeconds", 300}},
-       {{"key", "node.kubernetes.io/unreachable"},
-        {"operator", "Exists"},
-        {"effect", "NoExecute"},
-        {"tolerationSeconds", 300}}});
+  spec["tolerations"] = Json::array({{{"key", "node.kubernetes.io/not-ready"},
+                                      {"operator", "Exists"},
+                                      {"effect", "NoExecute"},
+                                      {"tolerationSeconds", 300}},
+                                     {{"key", "node.kubernetes.io/unreachable"},
+                                      {"operator", "Exists"},
+                                      {"effect", "NoExecute"},
+                                      {"tolerationSeconds", 300}}});
   spec["volumes"] = Json::array(
       {{{"name", "kube-api-access-x7k2p"},
         {"projected",
          {{"defaultMode", 420},
-          {"sources", Json::array({{{"serviceAccountToken",
-                                     {{"expirationSeconds", 3607}, {"path", "token"}}}},
-                                   {{"configMap",
-                                     {{"name", "kube-root-ca.crt"},
-                                      {"items", Json::array({{{"key", "ca.crt"},
-                                                              {"path", "ca.crt"}}})}}}},
-                                   {{"downwardAPI",
-                                     {{"items", Json::array({{{"path", "namespace"},
-                                                              {"fieldRef",
-                                                               {{"apiVersion", "v1"},
-                                                                {"fieldPath",
-                                                                 "metadata.namespace"}}}}})}}}}})}}}}});
+          {"sources",
+           Json::array(
+               {{{"serviceAccountToken", {{"expirationSeconds", 3607}, {"path", "token"}}}},
+                {{"configMap",
+                  {{"name", "kube-root-ca.crt"},
+                   {"items", Json::array({{{"key", "ca.crt"}, {"path", "ca.crt"}}})}}}},
+                {{"downwardAPI",
+                  {{"items", Json::array({{{"path", "namespace"},
+                                           {"fieldRef",
+                                            {{"apiVersion", "v1"},
+                                             {"fieldPath", "metadata.namespace"}}}}})}}}}})}}}}});
   for (Json& c : spec["containers"]) {
     c["imagePullPolicy"] = "IfNotPresent";
     c["terminationMessagePath"] = "/dev/termination-log";
     c["terminationMessagePolicy"] = "File";
-    c["volumeMounts"] = Json::array({{{"name", "kube-api-access-x7k2p"},
-                                      {"readOnly", true},
-                                      {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"}}});
+    c["volumeMounts"] =
+        Json::array({{{"name", "kube-api-access-x7k2p"},
+                      {"readOnly", true},
+                      {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"}}});
   }
   auto cond = [](const char* type) {
     return Json{{"type", type},
@@ -285,7 +284,8 @@ void RunDecodeApply(int n) {
     auto fake = std::make_unique<kube::FakeHttpTransport>();
     fake->OnSend([](const kube::HttpRequest&) -> absl::StatusOr<kube::HttpResponse> {
       return kube::HttpResponse{
-          200, R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})",
+          200,
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})",
           ""};
     });
     std::atomic<int> streams{0};
@@ -301,14 +301,13 @@ void RunDecodeApply(int n) {
     Counter c;
     Mem before = Measure();
     kube::Informer informer(client, kube::kPods, {}, &logger);
-    informer.AddHandlers(
-        {[&](const kube::ObjectPtr&) {
-           if (++c.adds == n) c.add_done_ns = NowNs();
-         },
-         [&](const kube::ObjectPtr&, const kube::ObjectPtr&) {
-           if (++c.updates == n) c.update_done_ns = NowNs();
-         },
-         nullptr});
+    informer.AddHandlers({[&](const kube::ObjectPtr&) {
+                            if (++c.adds == n) c.add_done_ns = NowNs();
+                          },
+                          [&](const kube::ObjectPtr&, const kube::ObjectPtr&) {
+                            if (++c.updates == n) c.update_done_ns = NowNs();
+                          },
+                          nullptr});
     int64_t t0 = NowNs();
     informer.Start();
     if (!WaitUntil([&] { return c.updates.load() == n; }, absl::Seconds(300))) {
@@ -349,8 +348,7 @@ void RunDecodeApply(int n) {
     }
     auto t2 = Clock::now();
     double decode_s = Seconds(t0, t1), upsert_s = Seconds(t1, t2);
-    std::printf("  DecodeWatchLine + ObjectCache::Upsert, one thread, %zu events:\n",
-                lines.size());
+    std::printf("  DecodeWatchLine + ObjectCache::Upsert, one thread, %zu events:\n", lines.size());
     Fmt("DecodeWatchLine", decode_s / lines.size() * 1e6, "us/event");
     Fmt("ObjectCache::Upsert (3 default indexes)", upsert_s / lines.size() * 1e6, "us/event");
     Fmt("decode + upsert", lines.size() / (decode_s + upsert_s), "events/s");
@@ -369,8 +367,7 @@ void RunDecodeApply(int n) {
     std::printf("  memory, ObjectCache holding %d pods (decoded, no informer):\n", n);
     Fmt("malloc'd bytes per pod (mallinfo2, after malloc_trim)", (after.heap - before.heap) / n,
         "bytes");
-    Fmt("RSS per pod (/proc/self/statm, after malloc_trim)", (after.rss - before.rss) / n,
-        "bytes");
+    Fmt("RSS per pod (/proc/self/statm, after malloc_trim)", (after.rss - before.rss) / n, "bytes");
     Fmt("JSON text per pod", text_bytes / n, "bytes");
     Fmt("malloc'd bytes / JSON text bytes", (after.heap - before.heap) / text_bytes, "x");
     double with_cache = after.heap;
@@ -389,9 +386,10 @@ void RunDecodeApply(int n) {
 // ---- 3: against the API emulator ----
 
 void RunEmulator(int n, int threads) {
-  std::printf("== end to end, in-process API emulator over HTTP/1.1 (cpprestsdk), %d pods, %d "
-              "creating threads ==\n",
-              n, threads);
+  std::printf(
+      "== end to end, in-process API emulator over HTTP/1.1 (cpprestsdk), %d pods, %d "
+      "creating threads ==\n",
+      n, threads);
   absl::StatusOr<std::unique_ptr<testing::KubeTestTarget>> target =
       testing::KubeTestTarget::Create();
   if (!target.ok()) {
@@ -422,8 +420,7 @@ void RunEmulator(int n, int threads) {
     }
   }
 
-  kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText,
-                            kube::LogLevel::kWarning);
+  kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kWarning);
   auto informer_client = (*target)->NewClient();
   kube::InformerOptions options;
   options.namespace_name = ns;
@@ -461,9 +458,10 @@ void RunEmulator(int n, int threads) {
   double create_s = (t_created - t0) * 1e-9, cached_s = (done_ns - t0) * 1e-9;
   double stored_bytes = 0;
   for (const kube::ObjectPtr& p : informer.cache().List()) stored_bytes += p->dump().size();
-  std::printf("  stored pod JSON (as the emulator returns it: status reset to Pending), mean "
-              "%.0f bytes; create errors: %d\n",
-              stored_bytes / n, errors.load());
+  std::printf(
+      "  stored pod JSON (as the emulator returns it: status reset to Pending), mean "
+      "%.0f bytes; create errors: %d\n",
+      stored_bytes / n, errors.load());
   Fmt("creates/s (all threads, until the last create answered)", n / create_s, "pods/s");
   Fmt("first create -> all in the informer's cache", cached_s, "s");
   Fmt("cache fill rate", n / cached_s, "events/s");

@@ -209,8 +209,7 @@ int RunInProcess(const Flags& flags, int workers) {
 
   RecordingMetrics metrics;
   RealClock clock;
-  kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText,
-                            kube::LogLevel::kError);
+  kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kError);
   auto client = (*target)->NewClient();
   controller::ControllerOptions options;
   options.watch_namespace = (*target)->ns();
@@ -248,21 +247,25 @@ int RunInProcess(const Flags& flags, int workers) {
               flags.jobs);
   std::printf("  job creates: %.2f s for %d jobs (%d errors, %d client threads)\n", jobs_s,
               flags.jobs, errors, flags.create_threads);
-  std::printf("  first job create -> all %d pods created: %.2f s%s (%.0f pods/s); pods listed: "
-              "%zu\n",
-              want, pods_s, all ? "" : " (TIMEOUT)", want / pods_s, listed);
+  std::printf(
+      "  first job create -> all %d pods created: %.2f s%s (%.0f pods/s); pods listed: "
+      "%zu\n",
+      want, pods_s, all ? "" : " (TIMEOUT)", want / pods_s, listed);
   std::printf("  queue drained (last reconcile) after: %.2f s\n", settled_s);
-  std::printf("  reconciles: %zu (%d errors); latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, "
-              "max %.2f ms\n",
-              lat.size(), reconcile_errors, Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.9) * 1e3,
-              Percentile(lat, 0.99) * 1e3, Percentile(lat, 1.0) * 1e3);
-  std::printf("  RSS: baseline after emulator start %.1f MiB; settled %.1f MiB; peak (VmHWM) "
-              "%.1f MiB; peak - baseline %.1f MiB (operator + emulator + bench clients)\n",
-              MiB(rss0), MiB(rss_settled), MiB(hwm), MiB(hwm - rss0));
-  std::printf("  heap in use (mallinfo2): controller started, idle +%.1f MiB; controller's "
-              "share once settled %.1f MiB; emulator's share (objects stored) %.1f MiB\n",
-              MiB(heap_idle - heap0), MiB(heap_settled - heap_emulator_only),
-              MiB(heap_emulator_only - heap0));
+  std::printf(
+      "  reconciles: %zu (%d errors); latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, "
+      "max %.2f ms\n",
+      lat.size(), reconcile_errors, Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.9) * 1e3,
+      Percentile(lat, 0.99) * 1e3, Percentile(lat, 1.0) * 1e3);
+  std::printf(
+      "  RSS: baseline after emulator start %.1f MiB; settled %.1f MiB; peak (VmHWM) "
+      "%.1f MiB; peak - baseline %.1f MiB (operator + emulator + bench clients)\n",
+      MiB(rss0), MiB(rss_settled), MiB(hwm), MiB(hwm - rss0));
+  std::printf(
+      "  heap in use (mallinfo2): controller started, idle +%.1f MiB; controller's "
+      "share once settled %.1f MiB; emulator's share (objects stored) %.1f MiB\n",
+      MiB(heap_idle - heap0), MiB(heap_settled - heap_emulator_only),
+      MiB(heap_emulator_only - heap0));
   std::fflush(stdout);
   return all && listed == static_cast<size_t>(want) ? 0 : 1;
 }
@@ -332,12 +335,14 @@ int RunExternal(const Flags& flags, int workers) {
   rmdir(dir_template);
   std::printf("kubetrain-operator process (%s), --workers=%d, %d jobs:\n",
               flags.operator_binary.c_str(), workers, flags.jobs);
-  std::printf("  job creates: %.2f s (%d errors); first job create -> %d pod POSTs: %.2f s%s "
-              "(%.0f pods/s); pods listed: %zu\n",
-              jobs_s, errors, want, pods_s, all ? "" : " (TIMEOUT)", want / pods_s, listed);
-  std::printf("  operator RSS: idle (synced, no jobs) %.1f MiB; settled %.1f MiB; peak (VmHWM) "
-              "%.1f MiB\n",
-              MiB(rss_idle), MiB(rss), MiB(hwm));
+  std::printf(
+      "  job creates: %.2f s (%d errors); first job create -> %d pod POSTs: %.2f s%s "
+      "(%.0f pods/s); pods listed: %zu\n",
+      jobs_s, errors, want, pods_s, all ? "" : " (TIMEOUT)", want / pods_s, listed);
+  std::printf(
+      "  operator RSS: idle (synced, no jobs) %.1f MiB; settled %.1f MiB; peak (VmHWM) "
+      "%.1f MiB\n",
+      MiB(rss_idle), MiB(rss), MiB(hwm));
   std::fflush(stdout);
   return all && listed == static_cast<size_t>(want) ? 0 : 1;
 }
