@@ -191,7 +191,10 @@ TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
       "--eval-interval-secs", "0.2",  "--log-every", "0", "--peer-timeout", "45"};
   job.StartAll(args);
   job.Start("evaluator", 0, args);
-  ASSERT_EQ(job.Wait("evaluator", 0, std::chrono::seconds(300)), 0) << job.Output("evaluator", 0);
+  ASSERT_EQ(job.Wait("evaluator", 0, std::chrono::seconds(300)), 0)
+      << job.Output("evaluator", 0) << "\n--- ps-0:\n"
+      << job.Output("ps", 0) << "\n--- worker-0:\n"
+      << job.Output("worker", 0);
   ASSERT_TRUE(job.WaitAll(std::chrono::seconds(300)));
   const std::string out = job.Output("evaluator", 0);
   EXPECT_THAT(out, ::testing::HasSubstr("info eval step="));

@@ -60,8 +60,9 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   const timespec poll = {0, 200 * 1000 * 1000};
   // After the workers finish, an evaluator (expected from the cluster spec,
   // or seen polling) gets up to this long to be told so before the PS goes
-  // away: it may be between evaluations or still starting.
-  constexpr double kObserverLingerSeconds = 30;
+  // away: it may be between evaluations or still starting, which on a loaded
+  // machine can take as long as any peer is allowed to be missing.
+  const double kObserverLingerSeconds = std::max(30.0, options.peer_timeout_seconds);
   double finished_at = -1;
   const double stalled_after =
       std::min(kStalledPeerSeconds, std::max(options.peer_timeout_seconds / 2, 0.1));
