@@ -77,8 +77,6 @@ struct TrainingJobController::Impl {
   }
 
   void WatchOwned(kube::Informer& informer, bool pods_informer) {
-    const std::string ns = options.watch_namespace;
-    (void)ns;
     informer.AddHandlers(kube::InformerHandlers{
         [this, pods_informer](const kube::ObjectPtr& o) {
           if (auto key = OwnerKey(*o)) {
