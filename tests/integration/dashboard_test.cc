@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "operator/metrics/metric_names.h"
 #include "tests/integration/metrics_job.h"
-#include "tests/runtime/metrics/metrics_test_util.h"
+#include "tests/support/metrics_test_util.h"
 
 namespace kubetrain {
 namespace {

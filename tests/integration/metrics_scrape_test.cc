@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/metrics_job.h"
-#include "tests/runtime/metrics/metrics_test_util.h"
+#include "tests/support/metrics_test_util.h"
 
 namespace kubetrain {
 namespace {

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "runtime/launcher/loopback_ports.h"
 #include "tests/integration/metrics_job.h"
-#include "tests/runtime/metrics/metrics_test_util.h"
+#include "tests/support/metrics_test_util.h"
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"
 

@@ -24,13 +24,12 @@
 #include "operator/metrics/metric_names.h"
 #include "operator/metrics/metrics_endpoint.h"
 #include "operator/metrics/prometheus_operator_metrics.h"
-#include "tests/operator/main/http_get.h"
-#include "tests/operator/main/promtool.h"
+#include "tests/support/metrics_test_util.h"
 
 namespace kubetrain::operator_metrics {
 namespace {
 
-using operator_main::test_util::HttpGet;
+using metrics::testing_util::HttpTry;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -186,8 +185,8 @@ TEST(PrometheusOperatorMetricsTest, QueueObserverFollowsARealQueue) {
 }
 
 TEST(PrometheusOperatorMetricsTest, ScrapePassesPromtool) {
-  const std::string promtool = operator_main::test_util::FindPromtool();
-  if (promtool.empty()) GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
+  if (!metrics::testing_util::HavePromtool())
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
   prometheus::Registry registry;
   PrometheusOperatorMetrics metrics(registry);
   metrics.JobCreated("a");
@@ -199,8 +198,8 @@ TEST(PrometheusOperatorMetricsTest, ScrapePassesPromtool) {
   metrics.ObserveReconcile(0.01, true);
   metrics.SetLeader(true);
   metrics.queue_observer()->OnLatency(absl::Milliseconds(3));
-  const operator_main::test_util::PromtoolResult r =
-      operator_main::test_util::PromtoolCheckMetrics(promtool, Scrape(registry));
+  const metrics::testing_util::PromtoolResult r =
+      metrics::testing_util::PromtoolCheckMetrics(Scrape(registry));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "");
 }
@@ -213,8 +212,8 @@ TEST(MetricsEndpointTest, ServesTheRegistryOnAnyFreePort) {
       MetricsEndpoint::Start("127.0.0.1:0", "127.0.0.1:0", registry);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   ASSERT_GT((*endpoint)->port(), 0);
-  const auto answer = HttpGet((*endpoint)->port(), "/metrics");
-  EXPECT_EQ(answer.code, 200);
+  const auto answer = HttpTry((*endpoint)->port(), "/metrics");
+  EXPECT_EQ(answer.status, 200);
   EXPECT_THAT(answer.body, HasSubstr("\nkubetrain_operator_is_leader 1\n"));
 }
 
@@ -234,7 +233,7 @@ TEST(MetricsEndpointTest, AddressInUseIsAStatusNamingTheAddress) {
 namespace kubetrain::operator_main {
 namespace {
 
-using test_util::HttpGet;
+using metrics::testing_util::HttpTry;
 using ::testing::HasSubstr;
 
 TEST(HealthServerTest, ProbesFollowTheirChecks) {
@@ -249,24 +248,24 @@ TEST(HealthServerTest, ProbesFollowTheirChecks) {
   const int port = (*server)->port();
   ASSERT_GT(port, 0);
 
-  auto healthz = HttpGet(port, "/healthz");
-  EXPECT_EQ(healthz.code, 200);
+  auto healthz = HttpTry(port, "/healthz");
+  EXPECT_EQ(healthz.status, 200);
   EXPECT_EQ(healthz.body, "ok\n");
-  auto readyz = HttpGet(port, "/readyz");
-  EXPECT_EQ(readyz.code, 503);
+  auto readyz = HttpTry(port, "/readyz");
+  EXPECT_EQ(readyz.status, 503);
   EXPECT_EQ(readyz.body, "informers not synced yet\n");
   ready.store(true);
-  readyz = HttpGet(port, "/readyz");
-  EXPECT_EQ(readyz.code, 200);
+  readyz = HttpTry(port, "/readyz");
+  EXPECT_EQ(readyz.status, 200);
   EXPECT_EQ(readyz.body, "ok\n");
 
-  EXPECT_EQ(HttpGet(port, "/metrics").code, 404);
-  EXPECT_EQ(HttpGet(port, "/").code, 404);
-  EXPECT_EQ(HttpGet(port, "/healthz/extra").code, 404);
-  EXPECT_EQ(HttpGet(port, "/readyz?verbose=1").code, 200);
-  EXPECT_EQ(HttpGet(port, "/healthz", "POST").code, 405);
-  auto head = HttpGet(port, "/healthz", "HEAD");
-  EXPECT_EQ(head.code, 200);
+  EXPECT_EQ(HttpTry(port, "/metrics").status, 404);
+  EXPECT_EQ(HttpTry(port, "/").status, 404);
+  EXPECT_EQ(HttpTry(port, "/healthz/extra").status, 404);
+  EXPECT_EQ(HttpTry(port, "/readyz?verbose=1").status, 200);
+  EXPECT_EQ(HttpTry(port, "/healthz", "POST").status, 405);
+  auto head = HttpTry(port, "/healthz", "HEAD");
+  EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.body, "");
 }
 
@@ -276,11 +275,11 @@ TEST(HealthServerTest, FailingLivenessIs500) {
   absl::StatusOr<std::unique_ptr<HealthServer>> server =
       HealthServer::Start("127.0.0.1:0", "127.0.0.1:0", std::move(checks));
   ASSERT_TRUE(server.ok()) << server.status();
-  auto healthz = HttpGet((*server)->port(), "/healthz");
-  EXPECT_EQ(healthz.code, 500);
+  auto healthz = HttpTry((*server)->port(), "/healthz");
+  EXPECT_EQ(healthz.status, 500);
   EXPECT_EQ(healthz.body, "deadlocked\n");
   // No ready check: always ready.
-  EXPECT_EQ(HttpGet((*server)->port(), "/readyz").code, 200);
+  EXPECT_EQ(HttpTry((*server)->port(), "/readyz").status, 200);
 }
 
 TEST(HealthServerTest, AddressInUseIsAStatusNamingTheAddress) {
@@ -306,7 +305,7 @@ TEST(HealthServerTest, StopsPromptlyWhileChecksAreCalled) {
   const int port = (*server)->port();
   std::atomic<bool> stop{false};
   std::thread prober([&] {
-    while (!stop.load()) HttpGet(port, "/readyz", "GET", std::chrono::milliseconds(500));
+    while (!stop.load()) HttpTry(port, "/readyz", "GET", std::chrono::milliseconds(500));
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (calls.load() < 20 && std::chrono::steady_clock::now() < deadline) {

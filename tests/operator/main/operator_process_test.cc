@@ -26,9 +26,8 @@
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/resource.h"
-#include "tests/operator/main/http_get.h"
-#include "tests/operator/main/promtool.h"
 #include "tests/support/kube_emulator.h"
+#include "tests/support/metrics_test_util.h"
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_files.h"
@@ -40,7 +39,7 @@
 namespace kubetrain::operator_main {
 namespace {
 
-using test_util::HttpGet;
+using metrics::testing_util::HttpTry;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_util::RunningProcess;
@@ -138,14 +137,14 @@ class Operator {
     return ::testing::AssertionSuccess();
   }
 
-  std::string Metrics() const { return HttpGet(metrics_port_, "/metrics").body; }
+  std::string Metrics() const { return HttpTry(metrics_port_, "/metrics").body; }
   bool IsLeader() const {
     return Metrics().find("\nkubetrain_operator_is_leader 1\n") != std::string::npos;
   }
   bool IsStandby() const {
     return Metrics().find("\nkubetrain_operator_is_leader 0\n") != std::string::npos;
   }
-  int Probe(const std::string& path) const { return HttpGet(health_port_, path).code; }
+  int Probe(const std::string& path) const { return HttpTry(health_port_, path).status; }
 
   // SIGTERM; the exit code, and how long the exit took.
   int Terminate(std::chrono::milliseconds* took) {
@@ -292,7 +291,7 @@ TEST_F(OperatorProcessTest, LeadsServesProbesAndReleasesTheLeaseOnSigterm) {
   ASSERT_THAT(op.identity(), ::testing::MatchesRegex("[^_ ]+_[0-9a-f]{8}"));
 
   EXPECT_EQ(op.Probe("/healthz"), 200);
-  EXPECT_EQ(HttpGet(op.metrics_port(), "/healthz").code, 404);  // probes are on their own port
+  EXPECT_EQ(HttpTry(op.metrics_port(), "/healthz").status, 404);  // probes are on their own port
   EXPECT_EQ(op.Probe("/nothing-here"), 404);
   ASSERT_TRUE(WaitFor([&] { return op.Probe("/readyz") == 200; })) << op.process().Output();
   ASSERT_TRUE(WaitFor([&] { return op.IsLeader(); })) << op.Metrics();
@@ -305,9 +304,9 @@ TEST_F(OperatorProcessTest, LeadsServesProbesAndReleasesTheLeaseOnSigterm) {
         "\nkubetrain_operator_is_leader 1\n"}) {
     EXPECT_THAT(scrape, HasSubstr(name));
   }
-  const std::string promtool = test_util::FindPromtool();
-  if (!promtool.empty()) {
-    const test_util::PromtoolResult lint = test_util::PromtoolCheckMetrics(promtool, scrape);
+  if (metrics::testing_util::HavePromtool()) {
+    const metrics::testing_util::PromtoolResult lint =
+        metrics::testing_util::PromtoolCheckMetrics(scrape);
     EXPECT_EQ(lint.exit_code, 0) << lint.output;
     EXPECT_EQ(lint.output, "");
   } else {

@@ -12,7 +12,7 @@
 #include "runtime/metrics/metric_names.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/runtime_metrics.h"
-#include "tests/runtime/metrics/metrics_test_util.h"
+#include "tests/support/metrics_test_util.h"
 
 namespace kubetrain::metrics {
 namespace {

@@ -1,8 +1,8 @@
 // Test helpers for metrics: an HTTP GET on loopback, reading series out of
 // Prometheus text, and `promtool check metrics`. Thread-safe (no shared
 // state).
-#ifndef KUBETRAIN_TESTS_RUNTIME_METRICS_METRICS_TEST_UTIL_H_
-#define KUBETRAIN_TESTS_RUNTIME_METRICS_METRICS_TEST_UTIL_H_
+#ifndef KUBETRAIN_TESTS_SUPPORT_METRICS_TEST_UTIL_H_
+#define KUBETRAIN_TESTS_SUPPORT_METRICS_TEST_UTIL_H_
 
 #include <chrono>
 #include <map>
@@ -19,9 +19,16 @@ struct HttpResponse {
   std::string body;
 };
 
-// GET http://127.0.0.1:<port><path> (HTTP/1.1, Connection: close).
+// `method` http://127.0.0.1:<port><path>, HTTP/1.0 (so no chunked body),
+// read to the end.
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
-                                     std::chrono::milliseconds timeout = std::chrono::seconds(5));
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                                     const std::string& method = "GET");
+
+// Like HttpGet, but no answer (refused, timeout, garbage) is status 0 with
+// an empty body: for probes and loops that only look at the code.
+HttpResponse HttpTry(int port, const std::string& path, const std::string& method = "GET",
+                     std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 // Every sample line of Prometheus text as "name{labels}" -> value, labels
 // exactly as written.
@@ -48,4 +55,4 @@ PromtoolResult PromtoolCheckMetrics(const std::string& text);
 
 }  // namespace kubetrain::metrics::testing_util
 
-#endif  // KUBETRAIN_TESTS_RUNTIME_METRICS_METRICS_TEST_UTIL_H_
+#endif  // KUBETRAIN_TESTS_SUPPORT_METRICS_TEST_UTIL_H_

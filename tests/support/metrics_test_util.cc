@@ -1,4 +1,4 @@
-#include "tests/runtime/metrics/metrics_test_util.h"
+#include "tests/support/metrics_test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,7 +22,7 @@
 namespace kubetrain::metrics::testing_util {
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout, const std::string& method) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket failed");
   sockaddr_in addr{};
@@ -35,7 +35,7 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
     return absl::UnavailableError(absl::StrCat("connect to 127.0.0.1:", port, ": ", err));
   }
   const std::string req =
-      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     close(fd);
     return absl::UnavailableError("send failed");
@@ -68,6 +68,12 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
   }
   r.body = raw.substr(head_end + 4);
   return r;
+}
+
+HttpResponse HttpTry(int port, const std::string& path, const std::string& method,
+                     std::chrono::milliseconds timeout) {
+  absl::StatusOr<HttpResponse> r = HttpGet(port, path, timeout, method);
+  return r.ok() ? *std::move(r) : HttpResponse{};
 }
 
 std::multimap<std::string, double> ParseSamples(const std::string& text) {
