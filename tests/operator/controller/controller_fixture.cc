@@ -4,7 +4,7 @@
 #include "operator/controller/job_status.h"
 #include "operator/kube/object.h"
 #include "operator/kube/resource.h"
-#include "tests/operator/kube/wait_for.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::controller {
 
@@ -103,6 +103,8 @@ std::map<std::string, Json> ControllerFixture::Services(const std::string& job) 
 
 namespace {
 
+using ::kubetrain::testing_util::WaitFor;
+
 Json ContainerStatus(const Json& state, int restarts) {
   return Json::array({{{"name", "kubetrain"},
                        {"state", state},
@@ -152,12 +154,12 @@ void ControllerFixture::SetAllRunning(const std::string& job) {
 }
 
 bool ControllerFixture::WaitForPods(const std::string& job, size_t n) {
-  return kube::WaitFor([&] { return Pods(job).size() == n; }, absl::Seconds(30));
+  return testing_util::WaitFor([&] { return Pods(job).size() == n; }, absl::Seconds(30));
 }
 
 bool ControllerFixture::WaitForCondition(const std::string& job, const std::string& type,
                                          absl::Duration timeout) {
-  return kube::WaitFor([&] { return IsConditionTrue(Status(job), type); }, timeout);
+  return testing_util::WaitFor([&] { return IsConditionTrue(Status(job), type); }, timeout);
 }
 
 std::vector<std::string> ControllerFixture::EventReasons(const std::string& job) {

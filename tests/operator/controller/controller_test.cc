@@ -12,14 +12,14 @@
 #include "operator/kube/object.h"
 #include "operator/kube/resource.h"
 #include "tests/operator/controller/controller_fixture.h"
-#include "tests/operator/kube/wait_for.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::controller {
 namespace {
 
-using kube::WaitFor;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using testing_util::WaitFor;
 
 std::string EnvValue(const Json& pod, const std::string& name) {
   for (const Json& e : pod["spec"]["containers"][0]["env"]) {

@@ -25,15 +25,15 @@
 #include "absl/synchronization/mutex.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/object.h"
-#include "tests/operator/kube/wait_for.h"
 #include "tests/support/kube_test_target.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::controller {
 namespace {
 
 using Json = nlohmann::json;
-using kube::WaitFor;
 using testing::KubeTestTarget;
+using testing_util::WaitFor;
 
 // --- a metrics endpoint on loopback ---
 

@@ -10,11 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object.h"
 #include "tests/operator/kube/fake_http_transport.h"
-#include "tests/operator/kube/wait_for.h"
 #include "tests/support/kube_test_target.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {
 namespace {
+
+using ::kubetrain::testing_util::WaitFor;
 
 using testing::KubeTestTarget;
 

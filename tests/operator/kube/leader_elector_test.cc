@@ -9,11 +9,13 @@
 
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/object.h"
-#include "tests/operator/kube/wait_for.h"
 #include "tests/support/kube_test_target.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {
 namespace {
+
+using ::kubetrain::testing_util::WaitFor;
 
 using testing::KubeTestTarget;
 

@@ -18,11 +18,13 @@
 #include "operator/kube/kube_config.h"
 #include "operator/kube/resource.h"
 #include "tests/operator/kube/tls_test_server.h"
-#include "tests/operator/kube/wait_for.h"
 #include "tests/support/temp_files.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {
 namespace {
+
+using ::kubetrain::testing_util::WaitFor;
 
 using testing::CertSpec;
 using ::testing::HasSubstr;

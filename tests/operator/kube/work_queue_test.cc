@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -23,14 +24,8 @@ namespace {
 // Generous: the machine running the tests is shared and loaded.
 constexpr absl::Duration kDeadline = absl::Seconds(20);
 
-// Polls `condition` until it holds or `timeout` passes.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = kDeadline) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
+  return testing_util::WaitFor(condition, timeout, absl::Milliseconds(1));
 }
 
 template <typename T>

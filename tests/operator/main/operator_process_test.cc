@@ -31,6 +31,7 @@
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_files.h"
+#include "tests/support/wait_for.h"
 
 #ifndef KUBETRAIN_OPERATOR_BIN
 #error "KUBETRAIN_OPERATOR_BIN must name the kubetrain-operator binary"
@@ -38,6 +39,8 @@
 
 namespace kubetrain::operator_main {
 namespace {
+
+using ::kubetrain::testing_util::WaitFor;
 
 using metrics::testing_util::HttpTry;
 using ::testing::HasSubstr;
@@ -47,17 +50,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kBinary[] = KUBETRAIN_OPERATOR_BIN;
 constexpr char kLease[] = "kubetrain-operator";
-
-// Polls `condition` until it holds or `timeout` passes.
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
 
 // A port nothing listens on (bound, then closed).
 int UnusedPort() {
@@ -393,8 +385,7 @@ TEST_F(OperatorProcessTest, TwoReplicasOneLeaderAndFailOver) {
   EXPECT_EQ(leader.Terminate(&took), 0) << leader.process().Output();
   EXPECT_LT(took, std::chrono::seconds(5));
   const auto gone = Clock::now();
-  ASSERT_TRUE(
-      WaitFor([&] { return LeaseHolder() == standby.identity(); }, std::chrono::seconds(10)))
+  ASSERT_TRUE(WaitFor([&] { return LeaseHolder() == standby.identity(); }, absl::Seconds(10)))
       << standby.process().Output();
   EXPECT_LE(Clock::now() - gone, std::chrono::seconds(2));
   EXPECT_TRUE(WaitFor([&] { return standby.IsLeader(); })) << standby.Metrics();

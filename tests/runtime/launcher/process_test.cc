@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/wait_for.h"
+
 namespace kubetrain::launcher {
 namespace {
 
@@ -45,15 +47,6 @@ bool Gone(pid_t pid) {
   std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   const size_t paren = content.rfind(')');
   return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
-}
-
-bool WaitUntil(const std::function<bool()>& condition, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return condition();
 }
 
 TEST(ProcessTest, CapturesOutputAndExitCode) {
@@ -106,19 +99,19 @@ TEST(ProcessTest, SignalReachesTheWholeGroup) {
   ASSERT_TRUE(p.ok()) << p.status();
   const int out = (*p)->ReleaseStdout();
   std::string line;
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(testing_util::WaitFor(
       [&] {
         char buf[64];
         const ssize_t n = read(out, buf, sizeof(buf));
         if (n > 0) line.append(buf, static_cast<size_t>(n));
         return line.find('\n') != std::string::npos;
       },
-      std::chrono::seconds(10)));
+      absl::Seconds(10)));
   const pid_t sleeper = std::stoi(line);
   EXPECT_FALSE((*p)->Poll().has_value());
   ASSERT_TRUE((*p)->Signal(SIGTERM).ok());
   EXPECT_EQ((*p)->Wait(), api::ReplicaExit::Signal(SIGTERM));
-  EXPECT_TRUE(WaitUntil([&] { return Gone(sleeper); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(testing_util::WaitFor([&] { return Gone(sleeper); }, absl::Seconds(10)));
   EXPECT_TRUE((*p)->Signal(SIGKILL).ok());  // already gone: fine
   close(out);
 }
@@ -131,7 +124,7 @@ TEST(ProcessTest, LeftoversAreKilledWhenTheMainProcessExits) {
   // Once the shell is reaped, its group is killed; the pipe reaches EOF.
   const std::string out = ReadAll((*p)->ReleaseStdout());
   const pid_t sleeper = std::stoi(out);
-  EXPECT_TRUE(WaitUntil([&] { return Gone(sleeper); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(testing_util::WaitFor([&] { return Gone(sleeper); }, absl::Seconds(10)));
 }
 
 TEST(ProcessTest, DestructorKillsARunningChild) {
