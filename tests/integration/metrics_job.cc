@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher/loopback_ports.h"
-#include "tests/support/metrics_test_util.h"
 #include "tests/support/idx_test_util.h"
+#include "tests/support/metrics_test_util.h"
 
 namespace kubetrain::testing_util {
 namespace {
