@@ -155,6 +155,10 @@ class ControllerRunner {
     thread_ = std::thread([this] {
       logger_.Info(kLog, "starting the controller (waiting for informers to sync)");
       const absl::Status s = controller_.Start();
+      if (absl::IsCancelled(s)) {
+        logger_.Info(kLog, absl::StrCat("the controller did not start: ", s.message()));
+        return;
+      }
       if (!s.ok()) {
         logger_.Error(kLog, absl::StrCat("the controller failed to start: ", s.message()));
         stop_.Request(1, absl::StrCat("the controller failed to start: ", s.message()));
@@ -173,11 +177,9 @@ class ControllerRunner {
       stopping_ = true;
       thread = std::move(thread_);
     }
-    // Stop() also ends a Start() still waiting for informers; a Start() that
-    // had not begun yet runs after it, so stop again once it returned.
+    // Ends a Start() still waiting for informers; one not yet begun refuses.
     controller_.Stop();
     if (thread.joinable()) thread.join();
-    controller_.Stop();
   }
 
  private:

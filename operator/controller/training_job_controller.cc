@@ -154,11 +154,14 @@ TrainingJobController::~TrainingJobController() { Stop(); }
 
 absl::Status TrainingJobController::Start() {
   Impl& m = *impl_;
-  {
-    absl::MutexLock lock(&m.mu);
-    if (m.started) return absl::FailedPreconditionError("controller already started");
-    m.started = true;
-  }
+  // Start and Stop may race (a signal arrives while Start waits for the
+  // informers). Everything Start builds or spawns happens under m.mu after
+  // checking `stopping`, and Stop sets `stopping` under m.mu before it tears
+  // down, so Stop sees either nothing or everything and nothing starts after.
+  absl::MutexLock lock(&m.mu);
+  if (m.stopping) return absl::CancelledError("controller stopped");
+  if (m.started) return absl::FailedPreconditionError("controller already started");
+  m.started = true;
   if (m.options.gang_scheduler != "" && m.options.gang_scheduler != "volcano") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown gang scheduler \"", m.options.gang_scheduler, "\""));
@@ -206,14 +209,27 @@ absl::Status TrainingJobController::Start() {
   m.reconciler = std::make_unique<Reconciler>(std::move(deps));
 
   for (kube::Informer* informer : m.Informers()) informer->Start();
-  for (kube::Informer* informer : m.Informers()) {
+  // Stop() during the wait stops the informers, which ends WaitForSync.
+  const std::vector<kube::Informer*> informers = m.Informers();
+  m.mu.Unlock();
+  bool synced = true;
+  kube::Informer* late = nullptr;
+  for (kube::Informer* informer : informers) {
     if (!informer->WaitForSync(m.options.sync_timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat("the ", informer->type().plural,
-                                                      " informer did not sync within ",
-                                                      absl::FormatDuration(m.options.sync_timeout),
-                                                      " (is the API reachable, is the CRD "
-                                                      "installed, does RBAC allow list/watch?)"));
+      synced = false;
+      late = informer;
+      break;
     }
+  }
+  m.mu.Lock();
+  if (m.stopping) return absl::CancelledError("controller stopped while its informers synced");
+  if (!synced) {
+    // The informers keep running until Stop() (or the destructor) stops them.
+    return absl::DeadlineExceededError(absl::StrCat("the ", late->type().plural,
+                                                    " informer did not sync within ",
+                                                    absl::FormatDuration(m.options.sync_timeout),
+                                                    " (is the API reachable, is the CRD "
+                                                    "installed, does RBAC allow list/watch?)"));
   }
   int workers = std::max(1, m.options.workers);
   for (int i = 0; i < workers; ++i) m.workers.emplace_back([&m] { m.Work(); });
@@ -239,8 +255,10 @@ void TrainingJobController::Stop() {
   Impl& m = *impl_;
   {
     absl::MutexLock lock(&m.mu);
-    if (!m.started || m.stopping) return;
+    if (m.stopping) return;
+    // Also before Start(): a stopped controller never starts.
     m.stopping = true;
+    if (!m.started) return;
   }
   m.ready = false;
   if (m.progress) m.progress->Stop();

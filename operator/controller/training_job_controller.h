@@ -43,9 +43,11 @@ class TrainingJobController {
   TrainingJobController& operator=(const TrainingJobController&) = delete;
 
   // Starts informers, waits for their first list (error on timeout), then
-  // the workers. Returns once running.
+  // the workers. Returns once running. Returns Cancelled when Stop() came
+  // first or arrived while the informers were syncing.
   absl::Status Start();
   // Stops taking work, lets in-flight reconciles finish, stops informers.
+  // Safe while Start() runs on another thread; after Stop(), Start() refuses.
   void Stop();
   // True once every informer has synced and workers run (readiness probe).
   bool Ready() const;

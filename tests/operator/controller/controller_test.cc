@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "operator/api/cluster_spec.h"
@@ -97,8 +99,10 @@ TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
   EXPECT_THAT(reasons, Contains("SuccessfulCreatePod"));
   EXPECT_THAT(reasons, Contains("SuccessfulDeletePod"));
   EXPECT_THAT(reasons, Contains("JobSucceeded"));
+  // Metrics are counted after the API answers: wait for them, then check
+  // nothing was counted twice.
+  EXPECT_TRUE(WaitFor([&] { return metrics_.Get("succeeded") == 1; }));
   EXPECT_EQ(metrics_.Get("pods"), 3);
-  EXPECT_EQ(metrics_.Get("succeeded"), 1);
 }
 
 TEST_F(ControllerTest, ExitCodePolicyRestartsRetryableAndFailsPermanent) {
@@ -145,7 +149,7 @@ TEST_F(ControllerTest, NeverPolicyFailsOnAnyFailure) {
   SetPodFailed("nv-worker-1", 137);
   ASSERT_TRUE(WaitForCondition("nv", kCondFailed));
   EXPECT_EQ((*FindCondition(Status("nv"), kCondFailed))["reason"], "ReplicaFailed");
-  EXPECT_EQ(metrics_.Get("failed"), 1);
+  EXPECT_TRUE(WaitFor([&] { return metrics_.Get("failed") == 1; }));
   EXPECT_EQ(Status("nv").value("restartCount", 0), 0);
 }
 
@@ -372,7 +376,8 @@ TEST_F(ControllerTest, TwoOperatorsWithLeaderElectionOnlyLeaderActs) {
   ASSERT_TRUE(WaitForPods("le", 3));
   Operator& leader = ops[0]->elector->IsLeader() ? *ops[0] : *ops[1];
   Operator& standby = ops[0]->elector->IsLeader() ? *ops[1] : *ops[0];
-  EXPECT_EQ(leader.metrics.Get("pods"), 3);
+  // The counter moves after the API has answered the create.
+  EXPECT_TRUE(WaitFor([&] { return leader.metrics.Get("pods") == 3; }));
   EXPECT_EQ(standby.metrics.Get("pods"), 0);
   EXPECT_EQ(standby.metrics.Get("reconciles"), 0);
   EXPECT_FALSE(standby.controller->Ready());
@@ -388,6 +393,50 @@ TEST_F(ControllerTest, TwoOperatorsWithLeaderElectionOnlyLeaderActs) {
     op->thread.join();
     op->controller->Stop();
   }
+}
+
+// A signal can arrive while Start() still waits for the informers: Stop()
+// must end that wait, and nothing may start afterwards (a worker or stats
+// thread left running would abort the process at exit).
+TEST_F(ControllerTest, StopWhileStartWaitsForInformersCancelsStart) {
+  KT_REQUIRE_EMULATOR(target_);
+  // The TrainingJob list fails until the test ends, so Start() cannot sync.
+  testing::FaultRule never_lists;
+  never_lists.method = "GET";
+  never_lists.path_substring = "/trainingjobs";
+  never_lists.http_code = 503;
+  never_lists.count = 1000000;
+  target_->emulator()->InjectFault(never_lists);
+  CountingMetrics metrics;
+  std::unique_ptr<TrainingJobController> controller = NewController(&metrics);
+  absl::Status started = absl::UnknownError("Start() has not returned");
+  std::atomic<bool> returned{false};
+  std::thread starter([&] {
+    started = controller->Start();
+    returned = true;
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] { return target_->emulator()->RequestCount("GET", "/trainingjobs") > 0; }));
+  EXPECT_FALSE(returned.load());
+  controller->Stop();
+  ASSERT_TRUE(WaitFor([&] { return returned.load(); }));
+  starter.join();
+  EXPECT_TRUE(absl::IsCancelled(started)) << started;
+  EXPECT_FALSE(controller->Ready());
+  EXPECT_TRUE(absl::IsCancelled(controller->Start()));
+  controller.reset();  // must not abort: no thread was left joinable
+  EXPECT_EQ(metrics.Get("reconciles"), 0);
+}
+
+TEST_F(ControllerTest, StopBeforeStartMeansNeverStart) {
+  CountingMetrics metrics;
+  std::unique_ptr<TrainingJobController> controller = NewController(&metrics);
+  controller->Stop();
+  EXPECT_TRUE(absl::IsCancelled(controller->Start()));
+  CreateJob(MakeJob("never", 0, 1));
+  EXPECT_FALSE(controller->Ready());
+  controller.reset();
+  EXPECT_TRUE(Pods("never").empty());
 }
 
 TEST_F(ControllerTest, GangSchedulingCreatesPodGroup) {
