@@ -415,8 +415,8 @@ TEST_F(ControllerTest, StopWhileStartWaitsForInformersCancelsStart) {
     started = controller->Start();
     returned = true;
   });
-  ASSERT_TRUE(WaitFor(
-      [&] { return target_->emulator()->RequestCount("GET", "/trainingjobs") > 0; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return target_->emulator()->RequestCount("GET", "/trainingjobs") > 0; }));
   EXPECT_FALSE(returned.load());
   controller->Stop();
   ASSERT_TRUE(WaitFor([&] { return returned.load(); }));
