@@ -288,7 +288,14 @@ int ProgressPoller::PollOnce() {
   std::atomic<int> written{0};
   auto work = [&] {
     for (size_t i = next++; i < targets.size(); i = next++) {
-      if (PollJob(targets[i])) ++written;
+      // A metrics page or object shaped in a way nobody foresaw must not
+      // end the operator: log it and go on with the next job.
+      try {
+        if (PollJob(targets[i])) ++written;
+      } catch (const std::exception& e) {
+        Log(kube::LogLevel::kWarning,
+            absl::StrCat("progress of ", targets[i].key, ": exception: ", e.what()));
+      }
     }
   };
   const size_t threads =

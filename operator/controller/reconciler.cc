@@ -39,7 +39,14 @@ absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops,
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      threads.emplace_back([&, i] { results[i] = ops[next + i](); });
+      threads.emplace_back([&, i] {
+        // An exception must not escape a thread (that ends the process).
+        try {
+          results[i] = ops[next + i]();
+        } catch (const std::exception& e) {
+          results[i] = absl::InternalError(absl::StrCat("exception: ", e.what()));
+        }
+      });
     }
     for (std::thread& t : threads) t.join();
     next += n;
@@ -348,9 +355,14 @@ struct Reconciler::Pass {
           return false;
         }
         ++total_restarts;
+        // Read before writing: in `j[k] = j.value(...)` C++17 evaluates the
+        // right side first, and value() throws while j is still null.
         kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
-        rs["restarts"] = rs.value("restarts", 0) + 1;
-        status["restartCount"] = status.value("restartCount", 0) + 1;
+        if (!rs.is_object()) rs = kube::Json::object();
+        const int replica_restarts = rs.value("restarts", 0);
+        rs["restarts"] = replica_restarts + 1;
+        const int job_restarts = status.value("restartCount", 0);
+        status["restartCount"] = job_restarts + 1;
         d.metrics->JobRestarted(ns);
         Event(kEventWarning, "Restarting",
               absl::StrCat(what, ": restarting (policy ", api::RestartPolicyName(policy), ")"));
@@ -580,6 +592,19 @@ struct Reconciler::Pass {
 Reconciler::Reconciler(ReconcilerDeps deps) : deps_(std::move(deps)) {}
 
 absl::StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& job_key) {
+  // No exception leaves the reconciler: an object shaped in a way the code
+  // did not foresee (nlohmann throws on type errors) fails this pass with an
+  // error, which the work queue retries with backoff, instead of ending the
+  // operator (as controller-runtime recovers panics in Reconcile).
+  try {
+    return ReconcileOnce(job_key);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("reconcile ", job_key, " raised an exception: ", e.what()));
+  }
+}
+
+absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job_key) {
   ObjectPtr cached = deps_.jobs->Get(job_key);
   if (cached == nullptr) {
     deps_.expectations->Forget(PodExpectationKey(job_key));

@@ -67,6 +67,7 @@ class Reconciler {
   absl::StatusOr<ReconcileResult> Reconcile(const std::string& job_key);
 
  private:
+  absl::StatusOr<ReconcileResult> ReconcileOnce(const std::string& job_key);
   struct Pass;
   ReconcilerDeps deps_;
 };
