@@ -1,5 +1,7 @@
 #include "tests/operator/controller/controller_fixture.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "operator/controller/job_status.h"
 #include "operator/kube/object.h"
@@ -170,6 +172,13 @@ std::vector<std::string> ControllerFixture::EventReasons(const std::string& job)
     if (kube::StringAt(e, {"involvedObject", "name"}) == job) out.push_back(e.value("reason", ""));
   }
   return out;
+}
+
+bool ControllerFixture::WaitForEvent(const std::string& job, const std::string& reason) {
+  return testing_util::WaitFor([&] {
+    std::vector<std::string> reasons = EventReasons(job);
+    return std::find(reasons.begin(), reasons.end(), reason) != reasons.end();
+  });
 }
 
 }  // namespace kubetrain::controller

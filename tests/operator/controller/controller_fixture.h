@@ -81,6 +81,8 @@ class ControllerFixture : public ::testing::Test {
   bool WaitForCondition(const std::string& job, const std::string& type,
                         absl::Duration timeout = absl::Seconds(30));
   std::vector<std::string> EventReasons(const std::string& job);
+  // Events are recorded after the API write they describe: wait for them.
+  bool WaitForEvent(const std::string& job, const std::string& reason);
 
   kube::KubeClient& client() { return target_->client(); }
   const std::string& ns() { return target_->ns(); }

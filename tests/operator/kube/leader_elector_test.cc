@@ -140,7 +140,10 @@ TEST_F(LeaderElectorTest, NeverTwoLeadersAndHandOverWhenLeaderStopsRenewing) {
   a->transport->Partition(true);
   ASSERT_TRUE(WaitFor([&] { return b->elector->IsLeader(); }, absl::Seconds(10)));
   absl::Duration handover = absl::Now() - cut;
-  EXPECT_LE(handover, config_.lease_duration + config_.retry_period * 3) << handover;
+  // Within the lease duration plus a few retries and HTTP round trips; a
+  // generous bound still tells a handover by expiry from one that never
+  // happens (the WaitFor above) or waits for several leases.
+  EXPECT_LE(handover, config_.lease_duration * 2) << handover;
   ASSERT_TRUE(WaitFor([&] { return a->returned.load(); }));
   EXPECT_TRUE(absl::IsAborted(a->result)) << a->result;
   EXPECT_EQ(a->stopped.load(), 1);

@@ -178,18 +178,18 @@ TEST(WorkQueueTest, RepeatedAddAfterKeepsTheEarliestTime) {
   WorkQueue queue(FastLimiter());
   const absl::Time start = absl::Now();
   queue.AddAfter("late-then-early", absl::Hours(1));
-  queue.AddAfter("late-then-early", absl::Milliseconds(100));
-  queue.AddAfter("early-then-late", absl::Milliseconds(150));
+  queue.AddAfter("late-then-early", absl::Milliseconds(500));
+  queue.AddAfter("early-then-late", absl::Milliseconds(750));
   queue.AddAfter("early-then-late", absl::Hours(1));
   EXPECT_EQ(queue.Delayed(), 2);
 
   std::string item;
   ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
   EXPECT_EQ(item, "late-then-early");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(500));
   ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
   EXPECT_EQ(item, "early-then-late");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(750));
   // Neither is still waiting for the hour.
   EXPECT_EQ(queue.Delayed(), 0);
 }
@@ -225,7 +225,6 @@ TEST(WorkQueueTest, AddRateLimitedBacksOffExponentiallyAndForgetResets) {
     const absl::Duration want = absl::Milliseconds(20) * (1 << failure);
     const absl::Time start = absl::Now();
     queue.AddRateLimited("a");
-    EXPECT_EQ(queue.Delayed(), 1);
     ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline)) << "failure " << failure;
     EXPECT_GE(absl::Now() - start, want) << "failure " << failure;
     queue.Done("a");

@@ -15,6 +15,7 @@
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "tests/support/temp_files.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -171,8 +172,8 @@ TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
 }
 
 TEST(PsService, CheckpointOnRequest) {
-  const std::string dir = testing::TempDir() + "/ps_service_ckpt";
-  std::filesystem::remove_all(dir);
+  const data::testing_util::TempDir tmp;  // own folder: runs in parallel share no files
+  const std::string dir = tmp.File("ckpt");
   TestShard ps(0, 1, "sync", "", dir);
   PsShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
