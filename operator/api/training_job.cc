@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "operator/api/object_names.h"
 #include "operator/api/yaml_json.h"
 
 namespace kubetrain::api {
@@ -253,27 +254,6 @@ absl::Status MetadataFromJson(const json& v, ObjectMeta* m) {
   if (absl::Status s = GetOptionalInt(v, "generation", path, &generation); !s.ok()) return s;
   m->generation = generation.value_or(0);
   return absl::OkStatus();
-}
-
-// DNS-1035 label: [a-z]([-a-z0-9]*[a-z0-9])?
-bool IsDns1035Label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  if (!(s.front() >= 'a' && s.front() <= 'z')) return false;
-  if (s.back() == '-') return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return true;
-}
-
-// DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?
-bool IsDns1123Label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  if (s.front() == '-' || s.back() == '-') return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return true;
 }
 
 absl::Status ValidateReplica(ReplicaType type, const ReplicaSpec& spec) {

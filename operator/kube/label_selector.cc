@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "operator/api/object_names.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -38,19 +39,6 @@ bool MatchesQualifiedNamePart(std::string_view s) {
   if (s.empty() || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  for (absl::string_view label : absl::StrSplit(AV(s), '.')) {
-    if (label.empty()) return false;
-    auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-    if (!ok(label.front()) || !ok(label.back())) return false;
-    for (char c : label) {
-      if (!ok(c) && c != '-') return false;
-    }
-  }
-  return true;
 }
 
 std::string OperatorString(LabelSelector::Operator op) {
@@ -313,7 +301,7 @@ std::string ValidateLabelKey(std::string_view key) {
     std::string_view prefix = SV(parts[0]);
     name = SV(parts[1]);
     if (prefix.empty()) return "prefix part must be non-empty";
-    if (!IsDns1123Subdomain(prefix)) return absl::StrCat("prefix part ", kDns1123SubdomainFmt);
+    if (!api::IsDns1123Subdomain(prefix)) return absl::StrCat("prefix part ", kDns1123SubdomainFmt);
   } else if (parts.size() > 2) {
     return absl::StrCat(
         "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "

@@ -233,6 +233,12 @@ TEST(OperatorOptionsTest, BadValues) {
        "--retry-period: must be > 0 (--lease-duration 15s, --renew-deadline 10s, "
        "--retry-period 0)"},
       {{"--leader-election-id", ""}, "--leader-election-id: must not be empty"},
+      {{"--leader-election-id", "my lease"},
+       "--leader-election-id: 'my lease' is not a valid Lease name (DNS-1123 subdomain)"},
+      {{"--namespace", "Team A"},
+       "--namespace: 'Team A' is not a valid namespace name (DNS-1123 label)"},
+      {{"--leader-election-namespace", "ops{1}"},
+       "--leader-election-namespace: 'ops{1}' is not a valid namespace name (DNS-1123 label)"},
       {{"--log-format", "xml"}, "--log-format: unknown format 'xml' (want text or json)"},
       {{"--log-level", "loud"},
        "--log-level: unknown level 'loud' (want debug, info, warning or error)"},
