@@ -101,6 +101,11 @@ struct CpprestTransport::Impl {
   }
 
   absl::StatusOr<http::http_request> Build(const HttpRequest& request) {
+    // web::uri throws on a malformed target; no exception leaves the transport.
+    if (!web::uri::validate(request.target)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a valid request target: \"", request.target, "\""));
+    }
     http::http_request req(http::method(request.method));
     req.set_request_uri(web::uri(request.target));
     req.headers().add("Accept", "application/json");

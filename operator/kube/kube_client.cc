@@ -12,6 +12,12 @@ namespace {
 constexpr char kJson[] = "application/json";
 constexpr char kMergePatch[] = "application/merge-patch+json";
 
+// Request bodies: a string cut in the middle of a UTF-8 sequence (messages
+// are shortened by bytes) is sent with U+FFFD, not thrown from dump().
+std::string Dump(const Json& body) {
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string Shorten(absl::string_view text, size_t max = 160) {
   if (text.size() <= max) return std::string(text);
   return absl::StrCat(text.substr(0, max), "...");
@@ -64,8 +70,11 @@ absl::StatusOr<WatchEvent> DecodeWatchLine(absl::string_view line) {
   } else if (name == "BOOKMARK") {
     event.type = WatchEventType::kBookmark;
   } else if (name == "ERROR") {
-    int code = object->value("code", 500);
-    return StatusFromHttp(code, object->dump(), "", "watch ERROR event");
+    const int code =
+        object->is_object() && object->contains("code") && (*object)["code"].is_number_integer()
+            ? (*object)["code"].get<int>()
+            : 500;
+    return StatusFromHttp(code, Dump(*object), "", "watch ERROR event");
   } else {
     return DecodeError("watch", absl::StrCat("unknown event type \"", name, "\""));
   }
@@ -134,7 +143,7 @@ absl::StatusOr<Json> KubeClient::Create(const ResourceType& type, absl::string_v
   Json body = object;
   body["apiVersion"] = type.ApiVersion();
   body["kind"] = std::string(type.kind);
-  return Call(HttpRequest{"POST", ResourcePath(type, ns), kJson, body.dump()},
+  return Call(HttpRequest{"POST", ResourcePath(type, ns), kJson, Dump(body)},
               /*idempotent=*/false);
 }
 
@@ -216,7 +225,7 @@ absl::StatusOr<Json> KubeClient::Update(const ResourceType& type, const Json& ob
   body["apiVersion"] = type.ApiVersion();
   body["kind"] = std::string(type.kind);
   return Call(
-      HttpRequest{"PUT", ResourcePath(type, Namespace(object), Name(object)), kJson, body.dump()},
+      HttpRequest{"PUT", ResourcePath(type, Namespace(object), Name(object)), kJson, Dump(body)},
       /*idempotent=*/true);
 }
 
@@ -225,7 +234,7 @@ absl::StatusOr<Json> KubeClient::UpdateStatus(const ResourceType& type, const Js
   body["apiVersion"] = type.ApiVersion();
   body["kind"] = std::string(type.kind);
   return Call(HttpRequest{"PUT", ResourcePath(type, Namespace(object), Name(object), "status"),
-                          kJson, body.dump()},
+                          kJson, Dump(body)},
               /*idempotent=*/true);
 }
 
@@ -233,7 +242,7 @@ absl::StatusOr<Json> KubeClient::MergePatch(const ResourceType& type, absl::stri
                                             absl::string_view name, const Json& patch,
                                             absl::string_view subresource) {
   return Call(
-      HttpRequest{"PATCH", ResourcePath(type, ns, name, subresource), kMergePatch, patch.dump()},
+      HttpRequest{"PATCH", ResourcePath(type, ns, name, subresource), kMergePatch, Dump(patch)},
       /*idempotent=*/false);
 }
 
@@ -250,7 +259,7 @@ absl::StatusOr<Json> KubeClient::Delete(const ResourceType& type, absl::string_v
     body["preconditions"] = pre;
   }
   if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
-  return Call(HttpRequest{"DELETE", ResourcePath(type, ns, name), kJson, body.dump()},
+  return Call(HttpRequest{"DELETE", ResourcePath(type, ns, name), kJson, Dump(body)},
               /*idempotent=*/false);
 }
 

@@ -34,7 +34,8 @@ absl::StatusOr<Json> Named(const Json& root, absl::string_view list, absl::strin
         absl::StrCat(source, ": no ", list, " list (looking for ", field, " \"", name, "\")"));
   }
   for (const Json& entry : root[std::string(list)]) {
-    if (entry.is_object() && entry.value("name", "") == name) {
+    if (entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
+        entry["name"].get<std::string>() == name) {
       if (!entry.contains(field) || !entry[std::string(field)].is_object()) {
         return absl::InvalidArgumentError(
             absl::StrCat(source, ": ", list, "[name=", name, "] has no ", field, " object"));

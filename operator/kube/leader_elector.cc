@@ -110,25 +110,26 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
 
   Json spec =
       lease->contains("spec") && (*lease)["spec"].is_object() ? (*lease)["spec"] : Json::object();
-  std::string holder = spec.value("holderIdentity", "");
+  std::string holder = StringAt(spec, {"holderIdentity"});
   std::string record = spec.dump();
   if (record != observed_record_) {
     observed_record_ = record;
     observed_at_nanos_ = clock_.NowNanos();
   }
   ObserveHolder(holder);
-  int64_t duration_s = spec.value("leaseDurationSeconds", Seconds(config_.lease_duration));
+  int64_t duration_s = IntAt(spec, {"leaseDurationSeconds"}, Seconds(config_.lease_duration));
   bool expired = clock_.NowNanos() - observed_at_nanos_ >= duration_s * 1'000'000'000LL;
   bool mine = holder == config_.identity;
   if (!holder.empty() && !mine && !expired) return Attempt::kNotHeld;
 
   Json updated = *lease;
+  updated["spec"] = spec;  // an object, whatever the server sent
   updated["spec"]["holderIdentity"] = config_.identity;
   updated["spec"]["leaseDurationSeconds"] = Seconds(config_.lease_duration);
   updated["spec"]["renewTime"] = now;
   if (!mine) {
     updated["spec"]["acquireTime"] = now;
-    updated["spec"]["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
+    updated["spec"]["leaseTransitions"] = IntAt(spec, {"leaseTransitions"}, 0) + 1;
   }
   absl::StatusOr<Json> written = client_.Update(kLeases, updated);
   if (!written.ok()) {

@@ -6,15 +6,29 @@
 
 namespace kubetrain::kube {
 
-std::string StringAt(const Json& obj, std::initializer_list<absl::string_view> path) {
+namespace {
+
+const Json* NodeAt(const Json& obj, std::initializer_list<absl::string_view> path) {
   const Json* node = &obj;
   for (absl::string_view key : path) {
-    if (!node->is_object()) return "";
+    if (!node->is_object()) return nullptr;
     auto it = node->find(std::string(key));
-    if (it == node->end()) return "";
+    if (it == node->end()) return nullptr;
     node = &*it;
   }
-  return node->is_string() ? node->get<std::string>() : "";
+  return node;
+}
+
+}  // namespace
+
+std::string StringAt(const Json& obj, std::initializer_list<absl::string_view> path) {
+  const Json* node = NodeAt(obj, path);
+  return node != nullptr && node->is_string() ? node->get<std::string>() : "";
+}
+
+int64_t IntAt(const Json& obj, std::initializer_list<absl::string_view> path, int64_t fallback) {
+  const Json* node = NodeAt(obj, path);
+  return node != nullptr && node->is_number_integer() ? node->get<int64_t>() : fallback;
 }
 
 std::string Name(const Json& obj) { return StringAt(obj, {"metadata", "name"}); }

@@ -18,6 +18,8 @@ using Json = nlohmann::json;
 
 // The string at obj[a][b]..., or "" when absent or not a string.
 std::string StringAt(const Json& obj, std::initializer_list<absl::string_view> path);
+// The integer at obj[a][b]..., or `fallback` when absent or not an integer.
+int64_t IntAt(const Json& obj, std::initializer_list<absl::string_view> path, int64_t fallback);
 
 std::string Name(const Json& obj);
 std::string Namespace(const Json& obj);

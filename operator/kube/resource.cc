@@ -18,10 +18,12 @@ std::string ResourcePath(const ResourceType& type, absl::string_view ns, absl::s
                          absl::string_view subresource) {
   std::string path = type.group.empty() ? absl::StrCat("/api/", type.version)
                                         : absl::StrCat("/apis/", type.group, "/", type.version);
-  if (type.namespaced && !ns.empty()) absl::StrAppend(&path, "/namespaces/", ns);
+  // Names come from flags and objects: escaped, so that a malformed one is
+  // a 404/400 from the server rather than a malformed request line.
+  if (type.namespaced && !ns.empty()) absl::StrAppend(&path, "/namespaces/", QueryEscape(ns));
   absl::StrAppend(&path, "/", type.plural);
   if (!name.empty()) {
-    absl::StrAppend(&path, "/", name);
+    absl::StrAppend(&path, "/", QueryEscape(name));
     if (!subresource.empty()) absl::StrAppend(&path, "/", subresource);
   }
   return path;

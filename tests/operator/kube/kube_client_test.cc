@@ -74,6 +74,13 @@ TEST(ApiErrorTest, TypedFromStatusBodies) {
   EXPECT_TRUE(IsNetwork(NetworkError("GET", "refused")));
   EXPECT_EQ(KindOf(absl::OkStatus()), ApiErrorKind::kNone);
   EXPECT_EQ(KindOf(absl::InternalError("plain")), ApiErrorKind::kOther);
+
+  // Bodies of an unexpected shape (a proxy, an aggregated API) still give a
+  // typed error by HTTP code.
+  for (const char* odd : {R"({"kind":5})", R"({"kind":null,"message":1})", "[1,2]", "null"}) {
+    absl::Status s = StatusFromHttp(502, odd, "", "GET /x");
+    EXPECT_TRUE(IsServerError(s)) << odd;
+  }
 }
 
 TEST(KubeClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
@@ -200,8 +207,17 @@ TEST(WatchDecodeTest, EventsErrorsAndMalformedLines) {
   EXPECT_TRUE(IsGone(gone.status()));
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr("too old resource version"));
 
-  for (const char* bad : {"{\"type\":\"ADDED\",", "[]", R"({"type":"ADDED"})",
-                          R"({"type":"WHAT","object":{}})", "\x01\x02garbage"}) {
+  // An ERROR event whose code is not a number is a server error.
+  for (const char* odd : {R"({"type":"ERROR","object":{"code":"410"}})",
+                          R"({"type":"ERROR","object":{"code":null}})"}) {
+    absl::StatusOr<WatchEvent> d = DecodeWatchLine(odd);
+    ASSERT_FALSE(d.ok()) << odd;
+    EXPECT_TRUE(IsServerError(d.status())) << odd << ": " << d.status();
+  }
+
+  for (const char* bad :
+       {"{\"type\":\"ADDED\",", "[]", R"({"type":"ERROR","object":"gone"})", R"({"type":"ADDED"})",
+        R"({"type":"WHAT","object":{}})", "\x01\x02garbage"}) {
     absl::StatusOr<WatchEvent> d = DecodeWatchLine(bad);
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_EQ(KindOf(d.status()), ApiErrorKind::kDecode) << bad;

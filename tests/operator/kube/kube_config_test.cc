@@ -122,6 +122,9 @@ TEST(KubeConfigTest, MalformedInputsGiveClearErrors) {
       {"- just\n- a list\n", "", "must be a mapping"},
       {"apiVersion: v1\n", "", "no current-context"},
       {KubeConfigText(), "missing", "context \"missing\" not found"},
+      // Entries whose names are not strings are skipped, never thrown on.
+      {"current-context: c\ncontexts: [{name: ~}, {name: 5}, {name: [c]}, 7]\n", "",
+       "context \"c\" not found"},
       {"current-context: c\ncontexts: [{name: c, context: {cluster: x}}]\nclusters: []\n", "",
        "cluster \"x\" not found"},
       {"current-context: c\ncontexts: [{name: c, context: {user: u}}]\n", "", "names no cluster"},
