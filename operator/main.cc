@@ -344,7 +344,12 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   if (elector != nullptr) {
     electing.store(true);
     elector_thread = std::thread([&] {
-      const absl::Status s = elector->Run();
+      absl::Status s;
+      try {
+        s = elector->Run();
+      } catch (const std::exception& e) {  // no exception may leave a thread
+        s = absl::InternalError(absl::StrCat("exception: ", e.what()));
+      }
       electing.store(false);
       if (absl::IsAborted(s)) {
         logger.Error(kLog, "leader election lost");

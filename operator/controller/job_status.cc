@@ -1,5 +1,7 @@
 #include "operator/controller/job_status.h"
 
+#include "operator/kube/object.h"
+
 namespace kubetrain::controller {
 namespace {
 
@@ -16,10 +18,12 @@ void SetTrue(Json& status, const std::string& type, const std::string& reason,
                {"message", message}, {"lastUpdateTime", now}, {"lastTransitionTime", now}};
   for (size_t i = 0; i < conditions.size(); ++i) {
     Json& c = conditions[i];
-    if (!c.is_object() || c.value("type", "") != type) continue;
-    if (c.value("status", "") == value_str) {
-      if (c.value("reason", "") == reason && c.value("message", "") == message) return;
-      updated["lastTransitionTime"] = c.value("lastTransitionTime", now);
+    if (!c.is_object() || kube::StringAt(c, {"type"}) != type) continue;
+    if (kube::StringAt(c, {"status"}) == value_str) {
+      if (kube::StringAt(c, {"reason"}) == reason && kube::StringAt(c, {"message"}) == message)
+        return;
+      const std::string since = kube::StringAt(c, {"lastTransitionTime"});
+      updated["lastTransitionTime"] = since.empty() ? now : since;
     }
     conditions.erase(i);
     break;
@@ -34,14 +38,14 @@ const Json* FindCondition(const Json& status, const std::string& type) {
     return nullptr;
   }
   for (const Json& c : status["conditions"]) {
-    if (c.is_object() && c.value("type", "") == type) return &c;
+    if (c.is_object() && kube::StringAt(c, {"type"}) == type) return &c;
   }
   return nullptr;
 }
 
 bool IsConditionTrue(const Json& status, const std::string& type) {
   const Json* c = FindCondition(status, type);
-  return c != nullptr && c->value("status", "") == "True";
+  return c != nullptr && kube::StringAt(*c, {"status"}) == "True";
 }
 
 void SetCondition(Json& status, const std::string& type, bool value, const std::string& reason,
@@ -51,12 +55,12 @@ void SetCondition(Json& status, const std::string& type, bool value, const std::
     // Turning a condition off keeps its position: it is not the phase.
     Json& conditions = status["conditions"];
     for (Json& c : conditions) {
-      if (c.value("type", "") != type) continue;
-      if (c.value("status", "") == "False" && c.value("reason", "") == reason &&
-          c.value("message", "") == message) {
+      if (!c.is_object() || kube::StringAt(c, {"type"}) != type) continue;
+      if (kube::StringAt(c, {"status"}) == "False" && kube::StringAt(c, {"reason"}) == reason &&
+          kube::StringAt(c, {"message"}) == message) {
         return;
       }
-      if (c.value("status", "") != "False") c["lastTransitionTime"] = now;
+      if (kube::StringAt(c, {"status"}) != "False") c["lastTransitionTime"] = now;
       c["status"] = "False";
       c["reason"] = reason;
       c["message"] = message;
@@ -88,7 +92,8 @@ std::string Phase(const Json& status) {
   }
   const Json& conditions = status["conditions"];
   for (auto it = conditions.rbegin(); it != conditions.rend(); ++it) {
-    if (it->is_object() && it->value("status", "") == "True") return it->value("type", "");
+    if (it->is_object() && kube::StringAt(*it, {"status"}) == "True")
+      return kube::StringAt(*it, {"type"});
   }
   return "";
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -38,15 +39,20 @@ absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops,
     std::vector<absl::Status> results(n);
     std::vector<std::thread> threads;
     threads.reserve(n);
+    auto run = [&](size_t i) {
+      // An exception must not escape a thread (that ends the process).
+      try {
+        results[i] = ops[next + i]();
+      } catch (const std::exception& e) {
+        results[i] = absl::InternalError(absl::StrCat("exception: ", e.what()));
+      }
+    };
     for (size_t i = 0; i < n; ++i) {
-      threads.emplace_back([&, i] {
-        // An exception must not escape a thread (that ends the process).
-        try {
-          results[i] = ops[next + i]();
-        } catch (const std::exception& e) {
-          results[i] = absl::InternalError(absl::StrCat("exception: ", e.what()));
-        }
-      });
+      try {
+        threads.emplace_back(run, i);
+      } catch (const std::system_error&) {
+        run(i);  // no thread to be had (pids limit): do it on this one
+      }
     }
     for (std::thread& t : threads) t.join();
     next += n;
@@ -67,7 +73,9 @@ bool PodReady(const kube::Json& pod) {
   }
   if (conditions == nullptr || !conditions->is_array()) return false;
   for (const kube::Json& c : *conditions) {
-    if (c.value("type", "") == "Ready" && c.value("status", "") == "True") return true;
+    if (kube::StringAt(c, {"type"}) == "Ready" && kube::StringAt(c, {"status"}) == "True") {
+      return true;
+    }
   }
   return false;
 }
@@ -91,17 +99,17 @@ api::ReplicaExit FailedPodExit(const kube::Json& pod, std::string* detail) {
   std::string container_name;
   if (pod.contains("spec") && pod["spec"].contains("containers") &&
       pod["spec"]["containers"].is_array() && !pod["spec"]["containers"].empty()) {
-    container_name = pod["spec"]["containers"][0].value("name", "");
+    container_name = kube::StringAt(pod["spec"]["containers"][0], {"name"});
   }
   const kube::Json& st = pod.contains("status") ? pod["status"] : kube::Json::object();
   if (st.is_object() && st.contains("containerStatuses") && st["containerStatuses"].is_array()) {
     for (const kube::Json& c : st["containerStatuses"]) {
-      if (!container_name.empty() && c.value("name", "") != container_name) continue;
+      if (!container_name.empty() && kube::StringAt(c, {"name"}) != container_name) continue;
       for (const char* which : {"state", "lastState"}) {
         if (c.contains(which) && c[which].is_object() && c[which].contains("terminated")) {
           const kube::Json& t = c[which]["terminated"];
-          int code = t.value("exitCode", 1);
-          std::string reason = t.value("reason", "");
+          const int code = static_cast<int>(kube::IntAt(t, {"exitCode"}, 1));
+          const std::string reason = kube::StringAt(t, {"reason"});
           *detail = reason.empty() ? "" : absl::StrCat(" (", reason, ")");
           return api::ReplicaExit::Code(code);
         }

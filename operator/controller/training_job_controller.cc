@@ -132,15 +132,20 @@ struct TrainingJobController::Impl {
         mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(2));
         if (stopping) return;
       }
-      std::map<std::pair<std::string, std::string>, int> phases;
-      for (const kube::ObjectPtr& job : jobs->cache().List()) {
-        const kube::Json& status =
-            job->contains("status") ? (*job)["status"] : kube::Json::object();
-        std::string phase = Phase(status);
-        if (!phase.empty()) ++phases[{kube::Namespace(*job), phase}];
+      // No exception may leave a thread; statistics are not worth a crash.
+      try {
+        std::map<std::pair<std::string, std::string>, int> phases;
+        for (const kube::ObjectPtr& job : jobs->cache().List()) {
+          const kube::Json& status =
+              job->contains("status") ? (*job)["status"] : kube::Json::object();
+          std::string phase = Phase(status);
+          if (!phase.empty()) ++phases[{kube::Namespace(*job), phase}];
+        }
+        metrics->SetJobPhases(phases);
+        metrics->SetQueueDepth(queue->Len());
+      } catch (const std::exception& e) {
+        logger->Warning(kComponent, absl::StrCat("job statistics: exception: ", e.what()));
       }
-      metrics->SetJobPhases(phases);
-      metrics->SetQueueDepth(queue->Len());
     }
   }
 };
