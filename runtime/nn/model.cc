@@ -17,6 +17,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr
     return absl::InvalidArgumentError(absl::StrCat(
         "model input shape must be non-empty and positive, got ", ShapeToString(input_shape)));
   }
+  // A model that cannot fit in memory is refused here with its numbers, not
+  // by bad_alloc (or an int64 overflow) later. Bounding every output also
+  // bounds each layer's parameter count (inputs x outputs < 2^62).
+  constexpr int64_t kMaxElementsPerSample = int64_t{1} << 28;
+  constexpr int64_t kMaxParams = int64_t{1} << 30;  // 4 GiB of float32 per copy
+  if (NumElements(input_shape) > kMaxElementsPerSample) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input shape ", ShapeToString(input_shape), " is too large"));
+  }
+  int64_t total_params = 0;
   std::vector<Shape> shapes;
   shapes.push_back(input_shape);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -28,6 +38,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr
     if (NumElements(*out) <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "layers[", i, "] (", layers[i]->kind(), "): empty output shape ", ShapeToString(*out)));
+    }
+    if (NumElements(*out) > kMaxElementsPerSample) {
+      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
+                                                     "): output shape ", ShapeToString(*out),
+                                                     " has more than 2^28 values per sample"));
+    }
+    total_params += layers[i]->NumParams();
+    if (total_params > kMaxParams) {
+      return absl::InvalidArgumentError(absl::StrCat("layers[", i, "] (", layers[i]->kind(),
+                                                     "): the model would have ", total_params,
+                                                     " parameters; at most 2^30 are supported"));
     }
     shapes.push_back(*std::move(out));
   }

@@ -251,6 +251,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& tex
     model = Build(root, data_shape);
   } catch (const YAML::Exception& e) {
     model = absl::InvalidArgumentError(e.what());
+  } catch (const std::exception& e) {  // bad_alloc: no exception leaves LoadModel
+    model = absl::ResourceExhaustedError(absl::StrCat("cannot build the model: ", e.what()));
   }
   if (!model.ok()) {
     return absl::Status(model.status().code(),

@@ -62,6 +62,18 @@ TEST(ModelSpec, BadFieldsAreRefused) {
   EXPECT_THAT(std::string(BuildError("layers: []").message()), HasSubstr("non-empty list"));
 }
 
+// A model that cannot fit is refused with its numbers before any memory is
+// taken (it used to throw bad_alloc out of LoadModel).
+TEST(ModelSpec, ModelsTooLargeToFitAreRefused) {
+  EXPECT_THAT(
+      std::string(BuildError("layers: [flatten, {type: dense, units: 1000000000000}]").message()),
+      HasSubstr("layers[1] (dense): output shape [1000000000000] has more than 2^28 values"));
+  EXPECT_THAT(std::string(BuildError("layers: [flatten, {type: dense, units: 200000000}, "
+                                     "{type: dense, units: 10}]")
+                              .message()),
+              HasSubstr("layers[1] (dense): the model would have 157000000000 parameters"));
+}
+
 TEST(ModelSpec, MalformedTextNamesTheLine) {
   absl::Status s = BuildError("layers:\n  - {type: dense, units: [1, 2\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
