@@ -589,6 +589,7 @@ struct Reconciler::Pass {
     object["status"] = status;
     absl::StatusOr<kube::Json> written = d.client->UpdateStatus(kube::kTrainingJobs, object);
     if (written.ok()) {
+      if (d.job_written) d.job_written(*written);
       for (const auto& f : on_written) f();
       return absl::OkStatus();
     }
@@ -711,8 +712,12 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
       p.ComputeReplicaStatuses();
     }
     if (IsFinished(p.status)) {
-      p.CleanUp();
-      p.HandleTtl();
+      // Clean up only once Succeeded/Failed is stored: the pods deleted
+      // here are the evidence (exit codes, restart counts) of that decision,
+      // and a status write that conflicts would otherwise lose it and let
+      // the next pass recreate them. The write's watch event (and this
+      // requeue) brings the next pass.
+      p.Requeue(absl::ZeroDuration());
     }
   }
 

@@ -54,6 +54,9 @@ struct ReconcilerDeps {
   kube::Logger* logger = nullptr;
   BuildOptions build;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Called with the TrainingJob the API returned after a status write
+  // (write-through into the jobs cache); may be empty.
+  std::function<void(const kube::Json&)> job_written;
   int max_parallel_creates = 16;
 };
 

@@ -211,6 +211,7 @@ absl::Status TrainingJobController::Start() {
   deps.metrics = m.metrics;
   deps.logger = m.logger;
   deps.build.gang_scheduler = m.options.gang_scheduler;
+  deps.job_written = [&m](const kube::Json& job) { m.jobs->ObserveWrite(job); };
   m.reconciler = std::make_unique<Reconciler>(std::move(deps));
 
   for (kube::Informer* informer : m.Informers()) informer->Start();

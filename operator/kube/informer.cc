@@ -229,8 +229,14 @@ void Informer::Apply(WatchEvent event) {
     if (!rv.empty()) resource_version_ = rv;
   }
   if (event.type == WatchEventType::kBookmark) return;
+  if (logger_ != nullptr && logger_->Enabled(LogLevel::kDebug)) {
+    logger_->Debug(name_, absl::StrCat(WatchEventTypeName(event.type), " ", ObjectKey(event.object),
+                                       " at resourceVersion ", rv));
+  }
   if (options_.transform) options_.transform(event.object);
   auto object = std::make_shared<const Json>(std::move(event.object));
+  // Only after ObserveWrite: the cache already holds a later version.
+  if (event.type == WatchEventType::kModified && cache_.HasNewerThan(*object)) return;
   if (event.type == WatchEventType::kDeleted) {
     ObjectPtr old = cache_.Remove(ObjectKey(*object));
     Dispatch([&](const InformerHandlers& h) {
@@ -248,6 +254,11 @@ void Informer::Apply(WatchEvent event) {
       if (h.on_add) h.on_add(object);
     });
   }
+}
+
+void Informer::ObserveWrite(Json object) {
+  if (options_.transform) options_.transform(object);
+  cache_.ReplaceIfNewer(std::make_shared<const Json>(std::move(object)));
 }
 
 void Informer::ResyncLoop() {

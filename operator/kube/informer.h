@@ -90,6 +90,12 @@ class Informer {
   // Blocks until the first list is in the cache; false on timeout or Stop.
   bool WaitForSync(absl::Duration timeout) const;
 
+  // Write-through: our own successful write, put in the cache at once so the
+  // next reconcile does not work from the version before it (and conflict).
+  // Only replaces an older cached version; handlers are not called (the
+  // watch event that follows calls them). Thread-safe.
+  void ObserveWrite(Json object);
+
   const ObjectCache& cache() const { return cache_; }
   ObjectCache& mutable_cache() { return cache_; }
   const ResourceType& type() const { return type_; }

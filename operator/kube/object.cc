@@ -1,5 +1,6 @@
 #include "operator/kube/object.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -36,6 +37,12 @@ std::string Namespace(const Json& obj) { return StringAt(obj, {"metadata", "name
 std::string Uid(const Json& obj) { return StringAt(obj, {"metadata", "uid"}); }
 std::string ResourceVersionOf(const Json& obj) {
   return StringAt(obj, {"metadata", "resourceVersion"});
+}
+
+bool NewerResourceVersion(const std::string& a, const std::string& b) {
+  uint64_t x = 0;
+  uint64_t y = 0;
+  return absl::SimpleAtoi(a, &x) && absl::SimpleAtoi(b, &y) && x > y;
 }
 
 int64_t Generation(const Json& obj) {

@@ -25,6 +25,10 @@ std::string Name(const Json& obj);
 std::string Namespace(const Json& obj);
 std::string Uid(const Json& obj);
 std::string ResourceVersionOf(const Json& obj);
+// True when both resourceVersions are integers and a > b. The API calls them
+// opaque, but every kube-apiserver writes etcd revisions; client-go's
+// MutationCache compares them the same way. False when not comparable.
+bool NewerResourceVersion(const std::string& a, const std::string& b);
 int64_t Generation(const Json& obj);
 bool IsBeingDeleted(const Json& obj);  // metadata.deletionTimestamp set
 std::map<std::string, std::string> Labels(const Json& obj);

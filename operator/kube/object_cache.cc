@@ -71,6 +71,27 @@ ObjectPtr ObjectCache::Upsert(ObjectPtr object) {
   return old;
 }
 
+bool ObjectCache::ReplaceIfNewer(ObjectPtr object) {
+  std::string key = ObjectKey(*object);
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return false;
+  if (!NewerResourceVersion(ResourceVersionOf(*object), ResourceVersionOf(*it->second))) {
+    return false;
+  }
+  UnindexLocked(key, *it->second);
+  IndexLocked(key, *object);
+  it->second = std::move(object);
+  return true;
+}
+
+bool ObjectCache::HasNewerThan(const nlohmann::json& object) const {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(ObjectKey(object));
+  return it != objects_.end() &&
+         NewerResourceVersion(ResourceVersionOf(*it->second), ResourceVersionOf(object));
+}
+
 ObjectPtr ObjectCache::Remove(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(key);

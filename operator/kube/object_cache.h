@@ -45,6 +45,11 @@ class ObjectCache {
 
   // Inserts or replaces; returns the previous object (null if none).
   ObjectPtr Upsert(ObjectPtr object);
+  // Replaces a cached object only with a newer resourceVersion of it (see
+  // NewerResourceVersion); never inserts. True when replaced.
+  bool ReplaceIfNewer(ObjectPtr object);
+  // Whether the cached object under this object's key is newer than it.
+  bool HasNewerThan(const nlohmann::json& object) const;
   // Removes by key; returns the removed object (null if absent).
   ObjectPtr Remove(const std::string& key);
   // Replaces the whole content (after a list). Returns the objects that were

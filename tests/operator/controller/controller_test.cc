@@ -164,7 +164,7 @@ TEST_F(ControllerTest, BackoffLimitExhaustedByRecreationsAndInPlaceRestarts) {
   ASSERT_TRUE(WaitForPods("bo", 1));
   SetPodFailed("bo-worker-0", 143);
   ASSERT_TRUE(WaitFor([&] { return Status("bo").value("restartCount", 0) == 1; }))
-      << Status("bo").dump();
+      << Status("bo").dump() << "\npod: " << Pods("bo").begin()->second.dump();
   ASSERT_TRUE(WaitFor([&] {
     auto pods = Pods("bo");
     return pods.count("bo-worker-0") &&

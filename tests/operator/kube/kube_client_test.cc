@@ -271,6 +271,34 @@ TEST(KubeClientTest, WatchRefusedWithStatus) {
   EXPECT_THAT(std::string(watch.status().message()), HasSubstr("cannot watch"));
 }
 
+// Write-through of our own writes: only a newer version replaces, nothing
+// is inserted, and older watch events can be recognised.
+TEST(ObjectCacheTest, ReplaceIfNewerKeepsTheLatestVersion) {
+  EXPECT_TRUE(NewerResourceVersion("10", "9"));  // numbers, not strings
+  EXPECT_FALSE(NewerResourceVersion("9", "10"));
+  EXPECT_FALSE(NewerResourceVersion("7", "7"));
+  EXPECT_FALSE(NewerResourceVersion("abc", "1"));  // not comparable: no claim
+  ObjectCache cache;
+  auto job = [](std::string rv, std::string label) {
+    return std::make_shared<const Json>(Json{{"metadata",
+                                              {{"name", "j"},
+                                               {"namespace", "n"},
+                                               {"resourceVersion", rv},
+                                               {"labels", {{"v", label}}}}}});
+  };
+  EXPECT_FALSE(cache.ReplaceIfNewer(job("5", "a")));  // never inserts
+  EXPECT_EQ(cache.Size(), 0u);
+  cache.Upsert(job("9", "a"));
+  EXPECT_FALSE(cache.ReplaceIfNewer(job("8", "b")));
+  EXPECT_TRUE(cache.ReplaceIfNewer(job("10", "c")));
+  EXPECT_EQ(ResourceVersionOf(*cache.Get("n/j")), "10");
+  EXPECT_EQ(cache.ByIndex(kIndexLabel, "v=c").size(), 1u);  // indexes follow
+  EXPECT_TRUE(cache.ByIndex(kIndexLabel, "v=a").empty());
+  EXPECT_TRUE(cache.HasNewerThan(*job("9", "a")));
+  EXPECT_FALSE(cache.HasNewerThan(*job("10", "c")));
+  EXPECT_FALSE(cache.HasNewerThan(*job("11", "d")));
+}
+
 TEST(ObjectCacheTest, IndexesFollowUpdatesAndRemovals) {
   ObjectCache cache;
   auto pod = [](std::string name, std::string ns, std::string owner, std::string app) {
