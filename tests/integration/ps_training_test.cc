@@ -185,7 +185,10 @@ TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
   if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
   }
-  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  // The evaluator is part of the cluster, as the operator and the launcher
+  // declare it, so the PS waits for it: training lasts about a second, less
+  // than a loaded machine may take to start the evaluator's process.
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2, /*num_evaluators=*/1);
   const std::vector<std::string> args = {
       "--train-limit",        "6000", "--epochs",    "2", "--threads",      "1",
       "--eval-interval-secs", "0.2",  "--log-every", "0", "--peer-timeout", "45"};
