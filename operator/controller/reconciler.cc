@@ -323,13 +323,12 @@ struct Reconciler::Pass {
     if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
     auto recreations = [&](ReplicaType t) -> int {
       const std::string type_name = api::ReplicaTypeName(t);
-      if (!replica_statuses.contains(type_name)) return 0;
-      return replica_statuses[type_name].value("restarts", 0);
+      return static_cast<int>(kube::IntAt(replica_statuses, {type_name, "restarts"}, 0));
     };
     int total_restarts = 0;
     for (const auto& [type, spec] : job.spec.replica_specs) total_restarts += recreations(type);
     for (const auto& [k, pod] : pods) total_restarts += ContainerRestarts(*pod);
-    const int previous = status.value("restartCount", 0);
+    const int previous = static_cast<int>(kube::IntAt(status, {"restartCount"}, 0));
     if (total_restarts > previous) {
       for (int i = previous; i < total_restarts; ++i) d.metrics->JobRestarted(ns);
       restarting = true;  // in-place container restarts (OnFailure/Always)
@@ -363,14 +362,12 @@ struct Reconciler::Pass {
           return false;
         }
         ++total_restarts;
-        // Read before writing: in `j[k] = j.value(...)` C++17 evaluates the
-        // right side first, and value() throws while j is still null.
+        // Typed reads (IntAt): `rs.value(...)` threw on a null rs here,
+        // since C++17 evaluates the right side of `=` first.
         kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
         if (!rs.is_object()) rs = kube::Json::object();
-        const int replica_restarts = rs.value("restarts", 0);
-        rs["restarts"] = replica_restarts + 1;
-        const int job_restarts = status.value("restartCount", 0);
-        status["restartCount"] = job_restarts + 1;
+        rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
+        status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
         d.metrics->JobRestarted(ns);
         Event(kEventWarning, "Restarting",
               absl::StrCat(what, ": restarting (policy ", api::RestartPolicyName(policy), ")"));
@@ -517,7 +514,7 @@ struct Reconciler::Pass {
         }
       }
       kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
-      int restarts = rs.is_object() ? rs.value("restarts", 0) : 0;
+      const int64_t restarts = kube::IntAt(rs, {"restarts"}, 0);
       rs = {{"active", active},
             {"ready", ready},
             {"succeeded", static_cast<int>(completed.size())},

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "operator/kube/object.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -159,7 +160,7 @@ absl::Status StatusFromHttp(int http_code, absl::string_view body,
   info.http_code = http_code;
   std::string message;
   nlohmann::json status = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && status.contains("kind") && status["kind"] == "Status") {
+  if (StringAt(status, {"kind"}) == "Status") {
     if (status.contains("reason") && status["reason"].is_string()) {
       info.reason = status["reason"].get<std::string>();
     }

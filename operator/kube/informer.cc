@@ -235,8 +235,13 @@ void Informer::Apply(WatchEvent event) {
   }
   if (options_.transform) options_.transform(event.object);
   auto object = std::make_shared<const Json>(std::move(event.object));
-  // Only after ObserveWrite: the cache already holds a later version.
-  if (event.type == WatchEventType::kModified && cache_.HasNewerThan(*object)) return;
+  // Only after ObserveWrite can the cache hold a later version than a
+  // MODIFIED event (events come in order); informers never written through
+  // skip the check.
+  if (event.type == WatchEventType::kModified && written_through_.load() &&
+      cache_.HasNewerThan(*object)) {
+    return;
+  }
   if (event.type == WatchEventType::kDeleted) {
     ObjectPtr old = cache_.Remove(ObjectKey(*object));
     Dispatch([&](const InformerHandlers& h) {
@@ -257,6 +262,7 @@ void Informer::Apply(WatchEvent event) {
 }
 
 void Informer::ObserveWrite(Json object) {
+  written_through_.store(true);
   if (options_.transform) options_.transform(object);
   cache_.ReplaceIfNewer(std::make_shared<const Json>(std::move(object)));
 }

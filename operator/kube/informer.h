@@ -120,6 +120,7 @@ class Informer {
   const std::string name_;
   ObjectCache cache_;
   std::atomic<bool> synced_{false};
+  std::atomic<bool> written_through_{false};  // ObserveWrite was called
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

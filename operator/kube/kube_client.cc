@@ -70,10 +70,7 @@ absl::StatusOr<WatchEvent> DecodeWatchLine(absl::string_view line) {
   } else if (name == "BOOKMARK") {
     event.type = WatchEventType::kBookmark;
   } else if (name == "ERROR") {
-    const int code =
-        object->is_object() && object->contains("code") && (*object)["code"].is_number_integer()
-            ? (*object)["code"].get<int>()
-            : 500;
+    const int code = static_cast<int>(IntAt(*object, {"code"}, 500));
     return StatusFromHttp(code, Dump(*object), "", "watch ERROR event");
   } else {
     return DecodeError("watch", absl::StrCat("unknown event type \"", name, "\""));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "operator/api/yaml_json.h"
+#include "operator/kube/object.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -34,8 +35,7 @@ absl::StatusOr<Json> Named(const Json& root, absl::string_view list, absl::strin
         absl::StrCat(source, ": no ", list, " list (looking for ", field, " \"", name, "\")"));
   }
   for (const Json& entry : root[std::string(list)]) {
-    if (entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
-        entry["name"].get<std::string>() == name) {
+    if (entry.is_object() && StringAt(entry, {"name"}) == name) {
       if (!entry.contains(field) || !entry[std::string(field)].is_object()) {
         return absl::InvalidArgumentError(
             absl::StrCat(source, ": ", list, "[name=", name, "] has no ", field, " object"));
