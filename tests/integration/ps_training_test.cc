@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/checkpoint.h"
 #include "tests/support/local_replicas.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_files.h"
@@ -68,8 +68,8 @@ TEST_F(PsTraining, SyncReachesSingleProcessAccuracyWithinOnePoint) {
 std::vector<float> FinalParams(const std::string& dir, int shards) {
   std::vector<float> all;
   for (int i = 0; i < shards; ++i) {
-    absl::StatusOr<ps::CheckpointData> d =
-        ps::LoadLatestCheckpoint(dir, i, shards, [](const std::string& w) { ADD_FAILURE() << w; });
+    absl::StatusOr<exchange::CheckpointData> d = exchange::LoadLatestCheckpoint(
+        dir, i, shards, [](const std::string& w) { ADD_FAILURE() << w; });
     EXPECT_TRUE(d.ok()) << d.status();
     if (!d.ok()) return {};
     EXPECT_EQ(static_cast<int64_t>(d->header.range().offset()), static_cast<int64_t>(all.size()));

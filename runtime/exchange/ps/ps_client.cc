@@ -5,25 +5,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
 namespace kubetrain::ps {
 
-std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Each client gets its own TCP connection rather than sharing a subchannel.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
+using exchange::FromGrpc;
+using exchange::MakeRuntimeChannel;
 
 PsShardClient::PsShardClient(std::string name, std::string address, std::string token)
     : name_(std::move(name)),
@@ -32,9 +21,7 @@ PsShardClient::PsShardClient(std::string name, std::string address, std::string 
       channel_(MakeRuntimeChannel(address_)),
       stub_(v1::ParameterServer::NewStub(channel_)) {}
 
-void PsShardClient::Prepare(grpc::ClientContext* ctx) const {
-  if (!token_.empty()) ctx->AddMetadata(kTokenMetadataKey, token_);
-}
+void PsShardClient::Prepare(grpc::ClientContext* ctx) const { exchange::AddToken(ctx, token_); }
 
 absl::StatusOr<v1::RegisterResponse> PsShardClient::Register(const v1::RegisterRequest& req,
                                                              std::chrono::milliseconds timeout) {

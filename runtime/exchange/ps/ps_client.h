@@ -51,10 +51,6 @@ class PsShardClient {
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
 };
 
-// Channel settings shared by every runtime client: fast reconnects (a
-// restarted peer is found within ~1 s), keepalive to notice dead peers.
-std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address);
-
 }  // namespace kubetrain::ps
 
 #endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_

@@ -7,30 +7,12 @@
 
 namespace kubetrain::ps {
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-grpc::Status PsService::CheckToken(grpc::ServerContext* ctx) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kTokenMetadataKey);
-  if (it == md.end() || std::string(it->second.data(), it->second.size()) != token_) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing or wrong job token (KUBETRAIN_JOB_TOKEN)");
-  }
-  return grpc::Status::OK;
-}
+using exchange::FromGrpc;
+using exchange::ToGrpc;
 
 grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                  v1::RegisterResponse* resp) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   absl::StatusOr<RegisterInfo> info =
       shard_.Register(req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name());
   if (!info.ok()) return ToGrpc(info.status());
@@ -50,7 +32,7 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
 grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                                     grpc::ServerReader<v1::PushMessage>* reader, bool initialize,
                                     v1::PushResponse* resp) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   v1::PushMessage msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     shard_.CountRejected(metrics::RejectReason::kBadHeader, "stream without a header");
@@ -148,7 +130,7 @@ grpc::Status PsService::Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::Pu
 
 grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
                              grpc::ServerWriter<v1::PullMessage>* writer) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   const uint64_t incarnation = shard_.options().incarnation;
   if (req->incarnation() != 0 && req->incarnation() != incarnation) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -205,14 +187,14 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
 
 grpc::Status PsService::Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
                              v1::DoneResponse* resp) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   resp->set_job_finished(shard_.Done(req->worker()));
   return grpc::Status::OK;
 }
 
 grpc::Status PsService::Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
                                    v1::CheckpointResponse* resp) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   absl::StatusOr<std::string> path = shard_.WriteCheckpointNow();
   if (!path.ok()) return ToGrpc(path.status());
   resp->set_path(*path);
@@ -222,7 +204,7 @@ grpc::Status PsService::Checkpoint(grpc::ServerContext* ctx, const v1::Checkpoin
 
 grpc::Status PsService::GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest* req,
                                   v1::StatusResponse* resp) {
-  if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   *resp = shard_.Status();
   return grpc::Status::OK;
 }

@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
+#include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/tensor/aligned_buffer.h"
 
 namespace kubetrain::ps {
-
-// gRPC metadata key carrying KUBETRAIN_JOB_TOKEN.
-inline constexpr char kTokenMetadataKey[] = "x-kubetrain-token";
 
 class PsService final : public v1::ParameterServer::Service {
  public:
@@ -42,7 +40,6 @@ class PsService final : public v1::ParameterServer::Service {
                          v1::StatusResponse* resp) override;
 
  private:
-  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
   grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
                            bool initialize, v1::PushResponse* resp);
 
@@ -52,10 +49,6 @@ class PsService final : public v1::ParameterServer::Service {
   std::mutex pull_mu_;
   std::vector<std::unique_ptr<AlignedBuffer>> pull_buffers_;  // per worker (+1 for observers)
 };
-
-// Converts a Status to a grpc::Status with the same code and message.
-grpc::Status ToGrpc(const absl::Status& s);
-absl::Status FromGrpc(const grpc::Status& s);
 
 }  // namespace kubetrain::ps
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/checkpoint.h"
 
 namespace kubetrain::ps {
 
@@ -50,8 +50,8 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
 
 absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
   if (opt_.checkpoint_dir.empty()) return -1;
-  absl::StatusOr<CheckpointData> ckpt =
-      LoadLatestCheckpoint(opt_.checkpoint_dir, opt_.shard_index, opt_.num_shards, log_);
+  absl::StatusOr<exchange::CheckpointData> ckpt =
+      exchange::LoadLatestCheckpoint(opt_.checkpoint_dir, opt_.shard_index, opt_.num_shards, log_);
   if (absl::IsNotFound(ckpt.status())) return -1;
   if (!ckpt.ok()) return ckpt.status();
   const v1::CheckpointHeader& h = ckpt->header;
@@ -405,7 +405,7 @@ absl::StatusOr<std::string> PsShard::CheckpointLocked() {
     return absl::FailedPreconditionError("no --checkpoint-dir configured");
   }
   if (!initialized_) return absl::FailedPreconditionError("nothing to checkpoint yet");
-  CheckpointView view;
+  exchange::CheckpointView view;
   v1::CheckpointHeader& h = view.header;
   h.set_shard_index(opt_.shard_index);
   h.set_num_shards(opt_.num_shards);
@@ -424,7 +424,7 @@ absl::StatusOr<std::string> PsShard::CheckpointLocked() {
   }
   const double t0 = clock_.NowSeconds();
   absl::StatusOr<std::string> path =
-      WriteCheckpoint(opt_.checkpoint_dir, view, opt_.keep_checkpoints);
+      exchange::WriteCheckpoint(opt_.checkpoint_dir, view, opt_.keep_checkpoints);
   if (path.ok()) {
     last_checkpoint_step_ = global_step_;
     last_checkpoint_time_ = clock_.NowSeconds();

@@ -11,7 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -185,7 +185,7 @@ TEST(PsService, CheckpointOnRequest) {
   absl::StatusOr<v1::CheckpointResponse> r = c.Checkpoint(std::chrono::seconds(5));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 0);
-  absl::StatusOr<CheckpointData> d = ReadCheckpoint(r->path());
+  absl::StatusOr<exchange::CheckpointData> d = exchange::ReadCheckpoint(r->path());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->params, init);
 }

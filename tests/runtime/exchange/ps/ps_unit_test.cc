@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -77,8 +77,9 @@ TEST(WireCodec, ChunksCarryChecksumsAndSizes) {
   EXPECT_THAT(Msg(DecodeChunk(c, small)), HasSubstr("has 16 bytes, expected 12"));
 }
 
-CheckpointView View(int64_t step, const std::vector<float>& p, const std::vector<float>& m) {
-  CheckpointView v;
+exchange::CheckpointView View(int64_t step, const std::vector<float>& p,
+                              const std::vector<float>& m) {
+  exchange::CheckpointView v;
   v.header.set_shard_index(0);
   v.header.set_num_shards(1);
   v.header.mutable_range()->set_length(p.size());
@@ -95,19 +96,20 @@ TEST(Checkpoint, RoundTripsAndKeepsTheNewestK) {
   TempDir dir;
   std::vector<float> p = {1, 2, 3}, m = {0.5f, 0.25f, 0};
   for (int step : {10, 20, 30, 40}) {
-    absl::StatusOr<std::string> path = WriteCheckpoint(dir.path(), View(step, p, m), 2);
+    absl::StatusOr<std::string> path = exchange::WriteCheckpoint(dir.path(), View(step, p, m), 2);
     ASSERT_TRUE(path.ok()) << path.status();
   }
   std::vector<std::string> warnings;
-  absl::StatusOr<CheckpointData> d =
-      LoadLatestCheckpoint(dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
+  absl::StatusOr<exchange::CheckpointData> d = exchange::LoadLatestCheckpoint(
+      dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->header.global_step(), 40);
   EXPECT_EQ(d->params, p);
   EXPECT_EQ(d->states.at(0), m);
   EXPECT_TRUE(warnings.empty());
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(ShardCheckpointDir(dir.path(), 0, 1))) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(exchange::ShardCheckpointDir(dir.path(), 0, 1))) {
     (void)e;
     ++files;
   }
@@ -117,9 +119,9 @@ TEST(Checkpoint, RoundTripsAndKeepsTheNewestK) {
 TEST(Checkpoint, CorruptAndTruncatedFilesAreSkippedWithAWarning) {
   TempDir dir;
   std::vector<float> p = {1, 2, 3}, m = {0, 0, 0};
-  ASSERT_TRUE(WriteCheckpoint(dir.path(), View(10, p, m), 5).ok());
-  absl::StatusOr<std::string> p20 = WriteCheckpoint(dir.path(), View(20, p, m), 5);
-  absl::StatusOr<std::string> p30 = WriteCheckpoint(dir.path(), View(30, p, m), 5);
+  ASSERT_TRUE(exchange::WriteCheckpoint(dir.path(), View(10, p, m), 5).ok());
+  absl::StatusOr<std::string> p20 = exchange::WriteCheckpoint(dir.path(), View(20, p, m), 5);
+  absl::StatusOr<std::string> p30 = exchange::WriteCheckpoint(dir.path(), View(30, p, m), 5);
   ASSERT_TRUE(p20.ok() && p30.ok());
   std::filesystem::resize_file(*p30, std::filesystem::file_size(*p30) - 5);  // truncated
   {
@@ -128,16 +130,17 @@ TEST(Checkpoint, CorruptAndTruncatedFilesAreSkippedWithAWarning) {
     f.put('\x7f');  // a flipped byte
   }
   std::vector<std::string> warnings;
-  absl::StatusOr<CheckpointData> d =
-      LoadLatestCheckpoint(dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
+  absl::StatusOr<exchange::CheckpointData> d = exchange::LoadLatestCheckpoint(
+      dir.path(), 0, 1, [&](const std::string& w) { warnings.push_back(w); });
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->header.global_step(), 10);
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_THAT(warnings[0], HasSubstr("truncated"));
   EXPECT_THAT(warnings[1], HasSubstr("ckpt-000000000020.ktc"));
-  EXPECT_EQ(
-      LoadLatestCheckpoint(dir.path() + "/none", 0, 1, [](const std::string&) {}).status().code(),
-      absl::StatusCode::kNotFound);
+  EXPECT_EQ(exchange::LoadLatestCheckpoint(dir.path() + "/none", 0, 1, [](const std::string&) {})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 // A shard over 32 parameters with plain SGD (lr 1) so updates are easy to check.
@@ -332,7 +335,7 @@ TEST(PsShard, CheckpointsEveryTSecondsAsWellAsEveryNSteps) {
     ASSERT_TRUE(shard.CommitPush(0, step).ok());
     shard.EndStaging(0);
   };
-  const std::string shard_dir = ShardCheckpointDir(dir.path(), 0, 1);
+  const std::string shard_dir = exchange::ShardCheckpointDir(dir.path(), 0, 1);
   push(0);
   EXPECT_FALSE(std::filesystem::exists(shard_dir));
   clock.AdvanceSeconds(31);

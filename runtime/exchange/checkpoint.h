@@ -1,4 +1,5 @@
-// Parameter-server shard checkpoints: the shard's parameter range, its
+// Checkpoints of a range of the flat parameter vector (a parameter-server
+// shard, or the whole vector for allreduce jobs, written by rank 0): the range,
 // optimizer state and its clocks, in one file per checkpoint:
 //   "KTCKPT01" | u32 header length | CheckpointHeader (proto) |
 //   params floats | each optimizer state's floats | u32 crc32 of all before
@@ -6,8 +7,8 @@
 // to a temporary name, fsynced and renamed, so a crash never leaves a
 // half-written checkpoint under a real name. Functions are thread-safe for
 // distinct directories.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_CHECKPOINT_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_CHECKPOINT_H_
 
 #include <functional>
 #include <span>
@@ -17,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.pb.h"
 
-namespace kubetrain::ps {
+namespace kubetrain::exchange {
 
 struct CheckpointView {
   v1::CheckpointHeader header;
@@ -48,6 +49,6 @@ absl::StatusOr<CheckpointData> LoadLatestCheckpoint(
     const std::string& dir, int shard_index, int num_shards,
     const std::function<void(const std::string&)>& warn);
 
-}  // namespace kubetrain::ps
+}  // namespace kubetrain::exchange
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_CHECKPOINT_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_CHECKPOINT_H_

@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/checkpoint.h"
+#include "runtime/exchange/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace kubetrain::ps {
+namespace kubetrain::exchange {
 namespace {
 
 namespace fs = std::filesystem;
@@ -164,4 +164,4 @@ absl::StatusOr<CheckpointData> LoadLatestCheckpoint(
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", shard_dir));
 }
 
-}  // namespace kubetrain::ps
+}  // namespace kubetrain::exchange

@@ -1,0 +1,34 @@
+// gRPC plumbing shared by the runtime's services (parameter server,
+// rendezvous): the job-token metadata, Status conversion and the channel
+// settings every runtime client uses. Functions are thread-safe.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_GRPC_UTIL_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_GRPC_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace kubetrain::exchange {
+
+// gRPC metadata key carrying KUBETRAIN_JOB_TOKEN.
+inline constexpr char kTokenMetadataKey[] = "x-kubetrain-token";
+
+// UNAUTHENTICATED unless the call carries `token` (empty: no check).
+grpc::Status CheckToken(const grpc::ServerContext& ctx, const std::string& token);
+// Adds `token` (when non-empty) to an outgoing call.
+void AddToken(grpc::ClientContext* ctx, const std::string& token);
+
+// Same code and message in the other library's type.
+grpc::Status ToGrpc(const absl::Status& s);
+absl::Status FromGrpc(const grpc::Status& s);
+
+// Channel settings shared by every runtime client: fast reconnects (a
+// restarted peer is found within ~1 s), keepalive to notice dead peers.
+std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address);
+
+}  // namespace kubetrain::exchange
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_GRPC_UTIL_H_
