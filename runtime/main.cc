@@ -82,21 +82,41 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--wire-dtype", o.wire_dtype,
-                  "Tensor encoding between workers and PS: fp32, fp16")
+                  "Gradient encoding on the wire (PS pushes, allreduce): fp32, fp16")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp16"}));
   cmd->add_option("--peer-timeout", o.peer_timeout_seconds,
                   "Seconds a peer may be unreachable before this replica exits with code 129")
       ->capture_default_str();
+  cmd->add_option("--rendezvous-timeout", o.rendezvous_timeout_seconds,
+                  "Allreduce: seconds for every worker to join before exiting with code 129, "
+                  "naming the missing ones")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--stall-warning", o.stall_warning_seconds,
+                  "Allreduce: seconds a collective may wait before the ranks it waits for are "
+                  "logged and exported (kubetrain_allreduce_stall_seconds)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--bucket-mb", o.bucket_mb,
+                  "Allreduce: gradient bucket size in MiB; each bucket's allreduce starts as soon "
+                  "as backward has filled it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 4096.0));
+  cmd->add_option("--allreduce-backend", o.allreduce_backend,
+                  "Allreduce: auto (NCCL when the tensors are on GPUs, else the TCP ring), ring, "
+                  "nccl")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "ring", "nccl"}));
   cmd->add_option("--checkpoint-dir", o.checkpoint_dir,
-                  "PS: directory for shard checkpoints (resumed from on start)");
+                  "PS shards, or allreduce worker 0: checkpoint directory (resumed from on start)");
   cmd->add_option("--checkpoint-every-steps", o.checkpoint_every_steps,
-                  "PS: checkpoint every N updates (0 = off)")
+                  "Checkpoint every N updates (0 = off)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-every-secs", o.checkpoint_every_seconds,
-                  "PS: checkpoint every T seconds (0 = off)")
+                  "Checkpoint every T seconds (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "PS: checkpoints kept per shard")
+  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (per PS shard)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--eval-interval-secs", o.eval_interval_seconds,

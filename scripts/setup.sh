@@ -16,7 +16,7 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data, peers and tools used by tests
-  dataset-fashion-mnist prometheus openmpi-bin iproute2 procps
+  dataset-fashion-mnist prometheus openmpi-bin libopenmpi-dev iproute2 procps
   # chart tests (helm ships inside an npm tarball) and schema/CEL checks
   unzip
 )

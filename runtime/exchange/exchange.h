@@ -29,6 +29,14 @@ class Exchange {
   // (0 on a fresh job, later when resuming).
   virtual absl::StatusOr<int64_t> Start(std::span<float> params) = 0;
 
+  // Optional, during backward: every gradient at a flat index >= `ready_from`
+  // is final for this step (backward fills the flat buffer from its end, so
+  // calls come with falling `ready_from`). An exchange may start moving
+  // those gradients while backward goes on (allreduce buckets). `grads` is
+  // the whole flat gradient buffer; it stays valid and unchanged until the
+  // next Step returns. Exchanges that need the whole gradient ignore this.
+  virtual void GradientsReady(std::span<const float> grads, int64_t ready_from) {}
+
   // Submits this replica's gradients for global step `step` (the gradient
   // of the mean loss over its batch). On success `params` holds the
   // parameters for the next step; returns the next global step.

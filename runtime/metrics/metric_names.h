@@ -90,6 +90,12 @@ inline constexpr MetricName kStalledPeers = {
     "kubetrain_stalled_peers",
     "Peers currently unreachable (workers) or silent for longer than the stall threshold (PS)."};
 
+// Allreduce (worker-only jobs).
+inline constexpr MetricName kAllreduceStallSeconds = {
+    "kubetrain_allreduce_stall_seconds",
+    "How long the collective in flight has waited for ranks that have not joined it, once that "
+    "passes --stall-warning; 0 otherwise."};
+
 // Parameter servers.
 inline constexpr MetricName kWorkersConnected = {
     "kubetrain_ps_workers_connected", "Training replicas registered and not yet finished."};
@@ -99,8 +105,9 @@ inline constexpr MetricName kRejectedPushes = {
 inline constexpr MetricName kStaleness = {
     "kubetrain_ps_gradient_staleness_steps",
     "Updates applied between a worker's pull and the apply of its gradient (async, ssp)."};
-inline constexpr MetricName kCheckpointsWritten = {"kubetrain_checkpoints_written_total",
-                                                   "Checkpoints this shard wrote."};
+inline constexpr MetricName kCheckpointsWritten = {
+    "kubetrain_checkpoints_written_total",
+    "Checkpoints this replica wrote (PS shards; rank 0 of allreduce jobs)."};
 inline constexpr MetricName kCheckpointDuration = {
     "kubetrain_checkpoint_duration_seconds",
     "Wall time to write one checkpoint (write, fsync, rename, prune)."};
@@ -126,6 +133,7 @@ inline constexpr MetricName kAllMetrics[] = {
     kExchangeDuration,
     kPeerRestarts,
     kStalledPeers,
+    kAllreduceStallSeconds,
     kWorkersConnected,
     kRejectedPushes,
     kStaleness,

@@ -115,7 +115,7 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
     eval_loss_ = &GaugeFamily(kEvalLoss).Add({});
     eval_accuracy_ = &GaugeFamily(kEvalAccuracy).Add({});
   }
-  if (o.ps_client || o.ps_server) {
+  if (o.ps_client || o.ps_server || o.allreduce) {
     auto& sent = CounterFamily(kExchangeSentBytes);
     auto& received = CounterFamily(kExchangeReceivedBytes);
     auto& restarts = CounterFamily(kPeerRestarts);
@@ -124,6 +124,7 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
     std::vector<PeerRole> peers;
     if (o.ps_client) peers.push_back(PeerRole::kPs);
     if (o.ps_server) peers.insert(peers.end(), {PeerRole::kWorker, PeerRole::kEvaluator});
+    if (o.allreduce) peers.push_back(PeerRole::kWorker);
     for (PeerRole p : peers) {
       const int i = static_cast<int>(p);
       const prometheus::Labels l = {{kLabelPeerRole, PeerRoleName(p)}};
@@ -133,13 +134,17 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
     }
     stalled_peers_ = &GaugeFamily(kStalledPeers).Add({});
   }
-  if (o.ps_client) {
+  if (o.ps_client || o.allreduce) {
     auto& d = HistogramFamily(kExchangeDuration);
-    for (ExchangeOp op : {ExchangeOp::kPush, ExchangeOp::kPull}) {
+    std::vector<ExchangeOp> ops;
+    if (o.ps_client) ops = {ExchangeOp::kPush, ExchangeOp::kPull};
+    if (o.allreduce) ops.push_back(ExchangeOp::kAllreduce);
+    for (ExchangeOp op : ops) {
       exchange_duration_[static_cast<int>(op)] =
           &d.Add({{kLabelOp, ExchangeOpName(op)}}, DurationBuckets());
     }
   }
+  if (o.allreduce) allreduce_stall_ = &GaugeFamily(kAllreduceStallSeconds).Add({});
   if (o.ps_server) {
     workers_connected_ = &GaugeFamily(kWorkersConnected).Add({});
     auto& rejected = CounterFamily(kRejectedPushes);
@@ -148,6 +153,8 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
           &rejected.Add({{kLabelReason, RejectReasonName(static_cast<RejectReason>(i))}});
     }
     staleness_ = &HistogramFamily(kStaleness).Add({}, StalenessBuckets());
+  }
+  if (o.ps_server || o.writes_checkpoints) {
     checkpoints_ = &CounterFamily(kCheckpointsWritten).Add({});
     checkpoint_duration_ = &HistogramFamily(kCheckpointDuration).Add({}, CheckpointBuckets());
   }
@@ -215,6 +222,10 @@ void RuntimeMetrics::AddPeerRestart(PeerRole peer) {
 
 void RuntimeMetrics::SetStalledPeers(int n) {
   if (stalled_peers_ != nullptr) stalled_peers_->Set(n);
+}
+
+void RuntimeMetrics::SetAllreduceStallSeconds(double seconds) {
+  if (allreduce_stall_ != nullptr) allreduce_stall_->Set(seconds);
 }
 
 void RuntimeMetrics::SetWorkersConnected(int n) {

@@ -59,6 +59,8 @@ struct RuntimeMetricsOptions {
   bool evaluates = false;              // reports test accuracy (chief, evaluator, single process)
   bool ps_client = false;              // exchanges with parameter servers (workers)
   bool ps_server = false;              // serves a parameter-server shard
+  bool allreduce = false;              // exchanges by allreduce with other workers
+  bool writes_checkpoints = false;     // allreduce rank 0 (a PS always does)
   // Unix time of the process start, for kubetrain_start_time_seconds.
   double start_time_unix_seconds = 0;
 };
@@ -96,6 +98,7 @@ class RuntimeMetrics {
   void AddReceivedBytes(PeerRole peer, int64_t bytes);
   void AddPeerRestart(PeerRole peer);
   void SetStalledPeers(int n);
+  void SetAllreduceStallSeconds(double seconds);
 
   // Parameter server.
   void SetWorkersConnected(int n);
@@ -134,6 +137,7 @@ class RuntimeMetrics {
   std::array<prometheus::Counter*, kNumPeerRoles> received_bytes_{};
   std::array<prometheus::Counter*, kNumPeerRoles> peer_restarts_{};
   prometheus::Gauge* stalled_peers_ = nullptr;
+  prometheus::Gauge* allreduce_stall_ = nullptr;
   prometheus::Gauge* workers_connected_ = nullptr;
   std::array<prometheus::Counter*, kNumRejectReasons> rejected_{};
   prometheus::Histogram* staleness_ = nullptr;

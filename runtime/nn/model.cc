@@ -58,10 +58,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr
 Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes)
     : layers_(std::move(layers)), input_shape_(shapes.front()) {
   shapes_.assign(shapes.begin() + 1, shapes.end());
+  param_offset_.assign(layers_.size(), -1);
+  std::vector<std::pair<size_t, size_t>> first_entry_of;  // (layer, its first flat entry)
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const size_t first_entry = flat_.entries().size();
     layers_[i]->DeclareParams(flat_, absl::StrCat("layers.", i, ".", layers_[i]->kind(), "."));
+    if (flat_.entries().size() > first_entry) first_entry_of.push_back({i, first_entry});
   }
   flat_.Allocate();
+  for (const auto& [layer, entry] : first_entry_of) {
+    param_offset_[layer] = flat_.entries()[entry].offset;
+  }
   for (auto& l : layers_) l->BindParams(flat_);
   acts_.resize(layers_.size());
   first_trainable_ = layers_.size();
@@ -106,7 +113,8 @@ TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
   return x;
 }
 
-void Model::Backward(const TensorView& grad_logits) {
+void Model::Backward(const TensorView& grad_logits,
+                     const std::function<void(int64_t ready_from)>& on_ready) {
   KT_CHECK_EQ(grad_logits.dim(0), batch_) << "Backward batch differs from Forward";
   TensorView grad_out = grad_logits;
   AlignedBuffer* next = &grad_a_;
@@ -117,10 +125,12 @@ void Model::Backward(const TensorView& grad_logits) {
     const TensorView out(acts_[i].data(), WithBatch(batch_, shapes_[i]));
     if (i <= first_trainable_) {
       layers_[i]->Backward(in, out, grad_out, nullptr);
+      if (on_ready && param_offset_[i] >= 0) on_ready(param_offset_[i]);
       break;
     }
     TensorView grad_in(next->data(), in.shape());
     layers_[i]->Backward(in, out, grad_out, &grad_in);
+    if (on_ready && param_offset_[i] >= 0) on_ready(param_offset_[i]);
     grad_out = grad_in;
     next = next == &grad_a_ ? &grad_b_ : &grad_a_;
   }

@@ -5,6 +5,7 @@
 #ifndef KUBETRAIN_RUNTIME_NN_MODEL_H_
 #define KUBETRAIN_RUNTIME_NN_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,7 +45,10 @@ class Model {
   TensorView Forward(const float* inputs, int64_t batch, bool training);
 
   // Back-propagates d(loss)/d(logits) of the last Forward; fills grads().
-  void Backward(const TensorView& grad_logits);
+  // After each layer with parameters, `on_ready` (when set) learns that
+  // every gradient at flat index >= the layer's first parameter is final.
+  void Backward(const TensorView& grad_logits,
+                const std::function<void(int64_t ready_from)>& on_ready = nullptr);
 
   // Training FLOPs (forward + backward) for one batch.
   int64_t TrainFlops(int64_t batch) const;
@@ -68,6 +72,9 @@ class Model {
   // Layers before this index have no parameters, so no gradient needs to
   // flow into them: Backward stops here and passes no grad_in.
   size_t first_trainable_ = 0;
+  // Flat offset of each layer's first parameter (its tensors are
+  // contiguous); -1 for layers without parameters.
+  std::vector<int64_t> param_offset_;
 };
 
 }  // namespace kubetrain::nn

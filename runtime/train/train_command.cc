@@ -7,11 +7,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kubetrain/exit_codes.h"
 #include "operator/api/cluster_spec.h"
 #include "runtime/data/batch_sampler.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
+#include "runtime/exchange/allreduce/allreduce_exchange.h"
+#include "runtime/exchange/allreduce/tcp_link.h"
+#include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/local_exchange.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
@@ -165,6 +169,96 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   return ps::RunParameterServer(so, clock, [&log](const std::string& m) { log.Info(m); });
 }
 
+// A worker of a job without PS replicas: data-parallel training by
+// allreduce. Rank = chief 0, then workers; rank 0 hosts the rendezvous on
+// its own kubetrain-port, evaluates and checkpoints.
+int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireDType dtype,
+                       ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
+                       std::ostream& err, const Clock& clock) {
+  auto fail = [&](const absl::Status& s) {
+    err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
+    return ExitCodeFor(s);
+  };
+  if (!role.evaluators.empty()) {
+    return fail(absl::InvalidArgumentError(
+        "an Evaluator needs PS replicas to read parameters from; allreduce jobs evaluate on "
+        "worker 0 (drop the Evaluator replica)"));
+  }
+  std::vector<std::string> addresses = role.chief;
+  addresses.insert(addresses.end(), role.workers.begin(), role.workers.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < role.chief.size(); ++i) names.push_back(absl::StrCat("chief-", i));
+  for (size_t i = 0; i < role.workers.size(); ++i) names.push_back(absl::StrCat("worker-", i));
+  const int rank = role.worker_id;
+  std::string my_host, rank0_host;
+  int my_port = 0, rank0_port = 0;
+  for (const absl::Status& s :
+       {allreduce::SplitHostPort(addresses[static_cast<size_t>(rank)], &my_host, &my_port),
+        allreduce::SplitHostPort(addresses[0], &rank0_host, &rank0_port)}) {
+    if (!s.ok()) {
+      err << "kubetrain: error: TF_CONFIG: " << s.message() << std::endl;
+      return kExitPermanent;
+    }
+  }
+  const bool rank0 = rank == 0;
+  data::Dataset train, test;
+  if (absl::Status s = LoadData(o, true, rank0, &train, &test); !s.ok()) {
+    err << "kubetrain: error: " << s.message() << std::endl;
+    return kExitPermanent;
+  }
+  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
+  if (!model.ok()) return fail(model.status());
+  if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) return fail(s);
+  absl::StatusOr<int64_t> per_epoch =
+      BatchesPerEpoch(train.size(), rank, role.num_workers, o.trainer.batch_size);
+  if (!per_epoch.ok()) return fail(per_epoch.status());
+  const int64_t total_steps = *per_epoch * o.trainer.epochs;
+  LrScheduleOptions lr = o.lr;
+  if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps, 1);
+  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
+  if (!schedule.ok()) return fail(schedule.status());
+
+  allreduce::AllreduceExchangeOptions ao;
+  ao.rank = rank;
+  ao.names = names;
+  ao.rendezvous_address = addresses[0];
+  ao.rendezvous_listen_address = absl::StrCat("0.0.0.0:", rank0_port);
+  ao.data_advertise_host = my_host;
+  ao.token = o.job_token;
+  ao.rendezvous_timeout_seconds = o.rendezvous_timeout_seconds;
+  ao.stall_warning_seconds = o.stall_warning_seconds;
+  ao.peer_timeout_seconds = o.peer_timeout_seconds;
+  ao.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
+  ao.wire_dtype = dtype;
+  ao.backend = o.allreduce_backend;
+  ao.optimizer = o.optimizer;
+  ao.total_steps = total_steps;
+  if (rank0) ao.checkpoint_dir = o.checkpoint_dir;
+  ao.checkpoint_every_steps = o.checkpoint_every_steps;
+  ao.checkpoint_every_seconds = o.checkpoint_every_seconds;
+  ao.keep_checkpoints = o.keep_checkpoints;
+  ao.metrics = metrics;
+  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
+                             " shard=", rank, "/", role.num_workers, " train=", train.size(),
+                             " exchange=allreduce"));
+  allreduce::AllreduceExchange exchange(ao, *schedule, clock,
+                                        [&progress](const std::string& m) { progress.Info(m); });
+  TrainerOptions to = o.trainer;
+  to.shard_index = rank;
+  to.num_shards = role.num_workers;
+  to.metrics = metrics;
+  to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
+  Trainer trainer(**model, exchange, train, rank0 ? &test : nullptr, to, progress, clock);
+  absl::StatusOr<TrainResult> result = trainer.Run();
+  if (!result.ok()) return fail(result.status());
+  // Every rank prints the same checksum when the ranks stayed in lockstep.
+  const std::span<const float> params = (*model)->params();
+  progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
+                                Crc32c(params.data(), params.size_bytes()), params.size()));
+  progress.Final(MakeFinal(*result, o.trainer.epochs, rank0));
+  return kExitSuccess;
+}
+
 int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
               v1::WireDType dtype, ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
               std::ostream& err, const Clock& clock) {
@@ -172,11 +266,7 @@ int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchange
     err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
     return ExitCodeFor(s);
   };
-  if (role.ps.empty()) {
-    return fail(absl::UnimplementedError(
-        "this job has no PS replicas: worker-only jobs exchange by allreduce, which this "
-        "build does not include yet"));
-  }
+  if (role.ps.empty()) return RunAllreduceWorker(o, role, dtype, progress, metrics, err, clock);
   const bool initializer = role.worker_id == 0;
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
@@ -367,7 +457,9 @@ ReplicaMetrics StartMetrics(const TrainCommandOptions& o, const Role* role,
   const bool trains = role == nullptr || type == "worker" || type == "chief";
   mo.training = trains;
   mo.evaluates = role == nullptr || type == "evaluator" || (trains && role->worker_id == 0);
-  mo.ps_client = role != nullptr && trains;
+  mo.ps_client = role != nullptr && trains && !role->ps.empty();
+  mo.allreduce = role != nullptr && trains && role->ps.empty();
+  mo.writes_checkpoints = mo.allreduce && role->worker_id == 0 && !o.checkpoint_dir.empty();
   mo.ps_server = type == "ps";
   mo.start_time_unix_seconds = o.start_time_unix_seconds;
   ReplicaMetrics r;

@@ -26,7 +26,12 @@ struct TrainCommandOptions {
   int replicas_to_aggregate = 0;       // sync backup workers: 0 = every worker
   std::string wire_dtype = "fp32";     // fp32 | fp16
   double peer_timeout_seconds = 120;
-  std::string checkpoint_dir;  // PS: where shards checkpoint
+  // Allreduce (jobs without PS replicas).
+  double rendezvous_timeout_seconds = 300;
+  double stall_warning_seconds = 30;
+  double bucket_mb = 25;
+  std::string allreduce_backend = "auto";  // auto | ring | nccl
+  std::string checkpoint_dir;              // PS shards, allreduce worker 0
   int64_t checkpoint_every_steps = 500;
   double checkpoint_every_seconds = 60;
   int keep_checkpoints = 3;

@@ -122,7 +122,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     TensorView logits = model_.Forward(features.data(), n, /*training=*/true);
     TensorView grad(grad_logits.data(), {n, classes});
     nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, labels.data(), &grad);
-    model_.Backward(grad);
+    // Finished gradients go to the exchange while backward goes on.
+    model_.Backward(
+        grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
     const double compute_t1 = clock_.NowSeconds();
     absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
     if (!next.ok()) return next.status();

@@ -1,0 +1,140 @@
+// AllreduceExchange: data-parallel training without parameter servers, as
+// Horovod and PyTorch DDP do it. Every rank holds the whole model and its
+// own optimizer; gradients are summed across ranks by a Collective (TCP
+// ring on CPUs, NCCL on GPUs), averaged, and applied identically
+// everywhere, so parameters stay bit-identical without being sent again.
+//
+//  - Start: rank 0 serves the rendezvous, every rank joins it, the ring is
+//    connected (each link checked for the job token and the generation),
+//    and rank 0 broadcasts the parameters, the optimizer state and the step
+//    to continue from: the newest valid checkpoint's when there is one.
+//  - Buckets overlap backward: GradientsReady() hands each finished bucket
+//    (bucket_plan.h) to a communication thread at once; Step() waits only
+//    for what is still in flight, then applies the optimizer.
+//  - Stalls: while a collective waits longer than --stall-warning, the rank
+//    logs which ranks have not joined it (by replica name, from the
+//    rendezvous heartbeats) and exports it; after --peer-timeout, or at once
+//    when a link breaks, the job's first reported lost peer is named by
+//    every rank and Step fails with Aborted (a retryable exit).
+//  - Checkpoints: rank 0 writes them (checkpoint.h's format: temp file,
+//    fsync, rename, CRC, keep k) every N steps / seconds and at the end.
+// Not thread-safe: the trainer calls it from one thread.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kubetrain/clock.h"
+#include "kubetrain/v1/tensor.pb.h"
+#include "runtime/exchange/allreduce/bucket_plan.h"
+#include "runtime/exchange/allreduce/collective.h"
+#include "runtime/exchange/allreduce/rendezvous_client.h"
+#include "runtime/exchange/allreduce/rendezvous_server.h"
+#include "runtime/exchange/exchange.h"
+#include "runtime/metrics/runtime_metrics.h"
+#include "runtime/tensor/aligned_buffer.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/optimizer.h"
+
+namespace kubetrain::allreduce {
+
+struct AllreduceExchangeOptions {
+  int rank = 0;
+  std::vector<std::string> names;  // replica name of each rank; size = world
+  // Rank 0's rendezvous address (host:port, its kubetrain-port). Rank 0
+  // listens on rendezvous_listen_address and dials itself on loopback.
+  std::string rendezvous_address;
+  std::string rendezvous_listen_address = "0.0.0.0:2222";
+  // Data plane: listen on an ephemeral port of data_listen_host; peers dial
+  // data_advertise_host (this replica's Service name) at that port.
+  std::string data_listen_host = "0.0.0.0";
+  std::string data_advertise_host = "127.0.0.1";
+  std::string token;  // KUBETRAIN_JOB_TOKEN
+  double rendezvous_timeout_seconds = 300;
+  double stall_warning_seconds = 30;
+  double peer_timeout_seconds = 120;
+  double heartbeat_seconds = 1;
+  int64_t bucket_bytes = 25 << 20;
+  int64_t chunk_bytes = 1 << 20;
+  v1::WireDType wire_dtype = v1::WIRE_DTYPE_F32;
+  std::string backend = "auto";  // auto | ring | nccl
+  bool tensors_on_gpu = false;
+  int gpu_device = 0;
+  train::OptimizerOptions optimizer;
+  int64_t total_steps = 0;     // recorded in checkpoints
+  std::string checkpoint_dir;  // rank 0; empty: no checkpoints, no resume
+  int64_t checkpoint_every_steps = 500;
+  double checkpoint_every_seconds = 60;
+  int keep_checkpoints = 3;
+  metrics::RuntimeMetrics* metrics = nullptr;  // borrowed, may be null
+  double max_send_rate = 0;                    // test hook: bytes/s cap on this rank's ring link
+};
+
+class AllreduceExchange final : public exchange::Exchange {
+ public:
+  AllreduceExchange(AllreduceExchangeOptions options, train::LrSchedule schedule,
+                    const Clock& clock, std::function<void(const std::string&)> log);
+  ~AllreduceExchange() override;
+
+  std::string name() const override;
+  absl::StatusOr<int64_t> Start(std::span<float> params) override;
+  void GradientsReady(std::span<const float> grads, int64_t ready_from) override;
+  absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                               std::span<float> params) override;
+  absl::Status Finish() override;
+
+  float LearningRate(int64_t step) const { return schedule_.At(step); }
+  int world_size() const { return static_cast<int>(options_.names.size()); }
+  // Buckets whose allreduce started before Step() was called, in total.
+  int64_t buckets_started_early() const { return early_.load(); }
+
+ private:
+  absl::Status Connect(const v1::JoinResponse& world);
+  absl::Status BroadcastState(std::span<float> params, int64_t* step);
+  absl::Status WriteCheckpoint(std::span<const float> params, int64_t step);
+  void CommLoop();
+  // Runs one collective with stall detection; on failure, the reason every
+  // rank gives for the lost peer.
+  absl::Status RunCollective(const std::function<absl::Status(const IoCheck&)>& op);
+  absl::Status StallCheck(double started_at, double* next_warning);
+  void Launch(int count);
+
+  const AllreduceExchangeOptions options_;
+  const train::LrSchedule schedule_;
+  const Clock& clock_;
+  const std::function<void(const std::string&)> log_;
+  const uint64_t incarnation_;
+  std::string backend_;
+
+  std::unique_ptr<RendezvousServer> server_;
+  std::unique_ptr<RendezvousClient> client_;
+  std::unique_ptr<Collective> collective_;
+  std::unique_ptr<train::Optimizer> optimizer_;
+  std::unique_ptr<BucketPlan> plan_;
+  AlignedBuffer reduced_;  // the summed (then averaged) gradient
+  int64_t collectives_started_ = 0, collectives_finished_ = 0;
+  double last_checkpoint_time_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+  std::atomic<int64_t> early_{0};
+
+  // Communication thread.
+  std::thread comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const float* grads_ = nullptr;  // guarded by mu_
+  int launched_ = 0;              // buckets handed to the thread this step
+  int done_ = 0;                  // buckets it finished this step
+  bool stop_ = false;
+  absl::Status error_;  // first failure this step
+};
+
+}  // namespace kubetrain::allreduce
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_

@@ -1,0 +1,191 @@
+#include "runtime/exchange/allreduce/rendezvous_client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/exchange/grpc_util.h"
+
+namespace kubetrain::allreduce {
+namespace {
+
+std::chrono::system_clock::time_point In(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(std::max(seconds, 0.001) * 1000));
+}
+
+}  // namespace
+
+RendezvousClient::RendezvousClient(RendezvousClientOptions options, const Clock& clock,
+                                   std::function<void(const std::string&)> log)
+    : options_(std::move(options)),
+      clock_(clock),
+      log_(std::move(log)),
+      channel_(exchange::MakeRuntimeChannel(options_.address)),
+      stub_(v1::Rendezvous::NewStub(channel_)) {}
+
+RendezvousClient::~RendezvousClient() { StopHeartbeats(); }
+
+absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
+  // Rank 0 owns the join timeout and answers with the missing ranks' names;
+  // the client waits a little longer so that answer reaches it.
+  constexpr double kGraceSeconds = 5;
+  const double deadline = clock_.NowSeconds() + options_.join_timeout_seconds + kGraceSeconds;
+  v1::JoinRequest req;
+  req.set_rank(options_.rank);
+  req.set_world_size(options_.world_size);
+  req.set_name(options_.name);
+  req.set_data_address(options_.data_address);
+  req.set_incarnation(options_.incarnation);
+  std::string last_error;
+  double last_log = clock_.NowSeconds();
+  while (true) {
+    const double left = deadline - clock_.NowSeconds();
+    if (left <= 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "rendezvous with ", options_.rank0_name, " at ", options_.address,
+          " did not complete within ", options_.join_timeout_seconds,
+          "s (--rendezvous-timeout): ", last_error.empty() ? "no answer" : last_error));
+    }
+    grpc::ClientContext ctx;
+    exchange::AddToken(&ctx, options_.token);
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(In(std::min(left, 5.0)));
+    v1::JoinResponse resp;
+    grpc::Status s = stub_->Join(&ctx, req, &resp);
+    if (s.ok()) return resp;
+    const absl::Status as = exchange::FromGrpc(s);
+    switch (s.error_code()) {
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        // The server's own deadline names the missing ranks; a client-side
+        // one is just this attempt's slice.
+        if (!s.error_message().empty() && s.error_message().find("missing") != std::string::npos) {
+          return absl::UnavailableError(s.error_message());
+        }
+        break;
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        return absl::InvalidArgumentError(
+            absl::StrCat("rendezvous refused this rank: ", as.message()));
+      default:
+        break;
+    }
+    if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) last_error = s.error_message();
+    if (clock_.NowSeconds() - last_log >= 10) {
+      log_(absl::StrCat("waiting for the allreduce rendezvous at ", options_.address, " (",
+                        last_error.empty() ? "other ranks are still joining" : last_error, ")"));
+      last_log = clock_.NowSeconds();
+    }
+    if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::milliseconds(200));  // retry backoff
+    }
+  }
+}
+
+void RendezvousClient::StartHeartbeats(uint64_t generation) {
+  std::lock_guard<std::mutex> l(mu_);
+  generation_ = generation;
+  stop_ = false;
+  heartbeat_ = std::thread([this, generation] { HeartbeatLoop(generation); });
+}
+
+void RendezvousClient::StopHeartbeats() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void RendezvousClient::SetAbort(int lost_rank, const std::string& reason) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!abort_reason_.empty()) return;
+  abort_reason_ = reason;
+  lost_rank_ = lost_rank;
+}
+
+void RendezvousClient::HeartbeatLoop(uint64_t generation) {
+  double last_answer = clock_.NowSeconds();
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (stop_) return;
+    }
+    v1::HeartbeatRequest req;
+    req.set_rank(options_.rank);
+    req.set_generation(generation);
+    req.set_collectives_started(started_);
+    req.set_collectives_finished(finished_);
+    grpc::ClientContext ctx;
+    exchange::AddToken(&ctx, options_.token);
+    ctx.set_deadline(In(std::max(options_.heartbeat_seconds * 2, 1.0)));
+    v1::HeartbeatResponse resp;
+    grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+    const double now = clock_.NowSeconds();
+    if (s.ok()) {
+      last_answer = now;
+      std::vector<PeerView> peers;
+      for (const v1::PeerProgress& p : resp.peers()) {
+        peers.push_back({p.rank(), p.name(), p.collectives_started(), p.seconds_since_heartbeat()});
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        peers_ = std::move(peers);
+      }
+      if (!resp.abort_reason().empty()) SetAbort(resp.lost_rank(), resp.abort_reason());
+    } else if (now - last_answer > options_.peer_timeout_seconds) {
+      SetAbort(0, absl::StrCat("lost ", options_.rank0_name, " (rank 0, the rendezvous host): no ",
+                               "answer for ", static_cast<int64_t>(now - last_answer),
+                               "s: ", s.error_message()));
+    }
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l,
+                 std::chrono::milliseconds(
+                     static_cast<int64_t>(std::max(options_.heartbeat_seconds, 0.01) * 1000)),
+                 [this] { return stop_; });
+    if (stop_) return;
+  }
+}
+
+std::vector<PeerView> RendezvousClient::Peers() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return peers_;
+}
+
+absl::Status RendezvousClient::AbortStatus() const {
+  std::lock_guard<std::mutex> l(mu_);
+  if (abort_reason_.empty()) return absl::OkStatus();
+  return absl::AbortedError(abort_reason_);
+}
+
+int RendezvousClient::lost_rank() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lost_rank_;
+}
+
+absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& reason) {
+  if (absl::Status s = AbortStatus(); !s.ok()) return s;
+  v1::AbortRequest req;
+  req.set_rank(options_.rank);
+  req.set_generation(generation_);
+  req.set_lost_rank(lost_rank);
+  req.set_reason(reason);
+  grpc::ClientContext ctx;
+  exchange::AddToken(&ctx, options_.token);
+  ctx.set_deadline(In(2));
+  v1::AbortResponse resp;
+  grpc::Status s = stub_->Abort(&ctx, req, &resp);
+  if (s.ok() && !resp.abort_reason().empty()) {
+    SetAbort(resp.lost_rank(), resp.abort_reason());
+  } else if (!s.ok() && options_.rank != 0) {
+    // Rank 0 does not answer: it is the peer that is gone.
+    SetAbort(0, absl::StrCat("lost ", options_.rank0_name,
+                             " (rank 0, the rendezvous host): ", s.error_message()));
+  } else {
+    SetAbort(lost_rank, reason);
+  }
+  return AbortStatus();
+}
+
+}  // namespace kubetrain::allreduce

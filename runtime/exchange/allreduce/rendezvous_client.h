@@ -1,0 +1,96 @@
+// RendezvousClient: one rank's side of the rendezvous. Join() retries until
+// the world forms or --rendezvous-timeout passes; then a heartbeat thread
+// reports this rank's collective progress to rank 0 and keeps the latest
+// view of every peer, which the stall detector reads. AbortStatus() turns
+// non-OK once any rank reported a lost peer, or rank 0 itself has not
+// answered for the peer timeout. Thread-safe.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/clock.h"
+#include "kubetrain/v1/collective.grpc.pb.h"
+
+namespace kubetrain::allreduce {
+
+struct RendezvousClientOptions {
+  std::string address;  // rank 0's rendezvous host:port
+  std::string token;
+  int rank = 0;
+  int world_size = 1;
+  std::string name;          // this replica, e.g. "worker-1"
+  std::string rank0_name;    // for messages when rank 0 is the one lost
+  std::string data_address;  // this rank's data-plane host:port
+  uint64_t incarnation = 1;
+  double join_timeout_seconds = 300;
+  double peer_timeout_seconds = 120;
+  double heartbeat_seconds = 1;
+};
+
+// What this rank knows of one peer.
+struct PeerView {
+  int rank = 0;
+  std::string name;
+  int64_t collectives_started = 0;
+  double seconds_since_heartbeat = 0;
+};
+
+class RendezvousClient {
+ public:
+  RendezvousClient(RendezvousClientOptions options, const Clock& clock,
+                   std::function<void(const std::string&)> log);
+  ~RendezvousClient();  // stops heartbeats
+
+  absl::StatusOr<v1::JoinResponse> Join();
+
+  // Starts the heartbeat thread (after Join).
+  void StartHeartbeats(uint64_t generation);
+  void StopHeartbeats();
+  void SetProgress(int64_t started, int64_t finished) {
+    started_ = started;
+    finished_ = finished;
+  }
+
+  std::vector<PeerView> Peers() const;
+  // OK while the generation is alive; else Aborted with the shared reason.
+  absl::Status AbortStatus() const;
+  int lost_rank() const;
+
+  // Reports that this rank lost `lost_rank` (-1: unknown) and returns the
+  // reason every rank gives: the first one recorded, maybe another rank's.
+  // When rank 0 does not answer, it is the one lost.
+  absl::Status ReportAbort(int lost_rank, const std::string& reason);
+
+ private:
+  void HeartbeatLoop(uint64_t generation);
+  void SetAbort(int lost_rank, const std::string& reason);
+
+  const RendezvousClientOptions options_;
+  const Clock& clock_;
+  const std::function<void(const std::string&)> log_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  uint64_t generation_ = 0;
+  std::atomic<int64_t> started_{0}, finished_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<PeerView> peers_;
+  std::string abort_reason_;
+  int lost_rank_ = -1;
+  std::thread heartbeat_;
+};
+
+}  // namespace kubetrain::allreduce
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_

@@ -1,0 +1,91 @@
+// RendezvousServer: rank 0's gRPC service that forms the allreduce world
+// (see proto/kubetrain/v1/collective.proto). It answers Join once every
+// rank has joined, or with DEADLINE_EXCEEDED naming the missing ranks after
+// the join timeout; then it keeps every rank's heartbeat and collective
+// progress, and the first abort reason any rank reports (or that it finds:
+// a rank silent for the peer timeout, a rank that restarted), which every
+// heartbeat answer carries so all ranks exit naming the same lost peer.
+// Thread-safe. Stops its gRPC server in the destructor.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_SERVER_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kubetrain/clock.h"
+#include "kubetrain/v1/collective.grpc.pb.h"
+
+namespace kubetrain::allreduce {
+
+struct RendezvousServerOptions {
+  std::string listen_address = "0.0.0.0:2222";
+  std::vector<std::string> names;  // replica name of each rank; size = world
+  std::string token;               // KUBETRAIN_JOB_TOKEN; empty: no check
+  uint64_t generation = 1;         // rank 0's incarnation
+  std::string nccl_unique_id;      // handed to every rank (may be empty)
+  double join_timeout_seconds = 300;
+  double peer_timeout_seconds = 120;
+};
+
+class RendezvousService final : public v1::Rendezvous::Service {
+ public:
+  RendezvousService(RendezvousServerOptions options, const Clock& clock);
+
+  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
+                    v1::JoinResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override;
+  grpc::Status Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req,
+                     v1::AbortResponse* resp) override;
+
+  // Wakes Join calls still waiting (server shutdown).
+  void Close();
+
+ private:
+  struct RankState {
+    bool joined = false;
+    v1::RankInfo info;
+    double last_seen = 0;
+    int64_t started = 0, finished = 0;
+  };
+  void FillWorld(v1::JoinResponse* resp) const;                // mu_ held
+  void RecordAbort(int lost_rank, const std::string& reason);  // mu_ held
+  void CheckSilentRanks(double now);                           // mu_ held
+  std::string MissingRanks() const;                            // mu_ held
+
+  const RendezvousServerOptions options_;
+  const Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RankState> ranks_;
+  bool formed_ = false;
+  bool closed_ = false;
+  double first_join_ = -1;
+  std::string abort_reason_;
+  int lost_rank_ = -1;
+};
+
+class RendezvousServer {
+ public:
+  // Listens on options.listen_address (port 0: any; port() says which).
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(RendezvousServerOptions options,
+                                                                 const Clock& clock);
+  ~RendezvousServer();
+  int port() const { return port_; }
+
+ private:
+  RendezvousServer() = default;
+  std::unique_ptr<RendezvousService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace kubetrain::allreduce
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_SERVER_H_

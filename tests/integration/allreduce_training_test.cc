@@ -1,0 +1,183 @@
+// Allreduce training with real processes under `kubetrain run`:
+// examples/fmnist-allreduce.yaml with 2 and 4 workers reaches the
+// single-process accuracy within a point and every rank ends with the same
+// parameters (checksums compared); a SIGKILLed worker is named by every
+// other rank, and with OnFailure the job restarts from worker-0's
+// checkpoint and succeeds.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/running_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_files.h"
+
+namespace kubetrain {
+namespace {
+
+using data::testing_util::TempDir;
+using ::testing::HasSubstr;
+using testing_util::LastValue;
+using testing_util::RunningProcess;
+
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The shipped example with its worker count, args and run policy replaced.
+std::string ExampleJob(int workers, const std::string& args, const std::string& extra_policy) {
+  std::string yaml =
+      ReadFile(std::string(KUBETRAIN_SOURCE_DIR) + "/examples/fmnist-allreduce.yaml");
+  EXPECT_THAT(yaml, HasSubstr("replicas: 2"));
+  yaml = std::regex_replace(yaml, std::regex("replicas: 2"), absl::StrCat("replicas: ", workers));
+  yaml = std::regex_replace(yaml, std::regex("args: \\[[^\\]]*\\]"), "args: " + args);
+  if (!extra_policy.empty()) {
+    yaml = std::regex_replace(yaml, std::regex("backoffLimit: [0-9]+"), extra_policy);
+  }
+  return yaml;
+}
+
+std::string Args(const std::vector<std::string>& a) {
+  std::string s = "[\"train\"";
+  for (const auto& x : a) absl::StrAppend(&s, ", \"", x, "\"");
+  return s + "]";
+}
+
+pid_t PidOf(const std::string& out, const std::string& name) {
+  std::regex re("started " + name + " \\(pid ([0-9]+)");
+  pid_t pid = -1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    pid = std::stoi((*it)[1]);
+  }
+  return pid;
+}
+
+int64_t LastStep(const std::string& out, const std::string& name) {
+  std::regex re("\\[" + name + "\\] progress step=([0-9]+)");
+  int64_t step = -1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    step = std::max<int64_t>(step, std::stoll((*it)[1]));
+  }
+  return step;
+}
+
+class AllreduceTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+    }
+  }
+  std::unique_ptr<RunningProcess> Run(const std::string& yaml) {
+    data::testing_util::WritePlain(dir_.File("job.yaml"), yaml);
+    return std::make_unique<RunningProcess>(
+        std::vector<std::string>{KUBETRAIN_BIN, "run", "--grace", "5", dir_.File("job.yaml")},
+        std::vector<std::string>{});
+  }
+  TempDir dir_;
+};
+
+TEST_F(AllreduceTraining, TwoAndFourWorkersReachTheSingleProcessAccuracyWithIdenticalParameters) {
+  // N workers with batch 64/N average to the same 64-sample updates as one
+  // process with batch 64.
+  testing_util::ProcessResult single = testing_util::RunProcess(
+      {KUBETRAIN_BIN, "train", "--epochs", "3", "--batch-size", "64", "--log-every", "0"},
+      std::chrono::seconds(600));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const double single_acc = LastValue(single.out, "final test_accuracy");
+  ASSERT_GT(single_acc, 0.8);
+  for (int workers : {2, 4}) {
+    SCOPED_TRACE(absl::StrCat(workers, " workers"));
+    auto run =
+        Run(ExampleJob(workers,
+                       Args({"--model", "mlp", "--epochs", "3", "--batch-size",
+                             std::to_string(64 / workers), "--threads", "1", "--log-every", "500"}),
+                       ""));
+    ASSERT_EQ(run->Wait(std::chrono::seconds(900)), 0) << run->Output();
+    const std::string out = run->Output();
+    EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
+    const double acc = LastValue(out, "final test_accuracy");
+    EXPECT_NEAR(acc, single_acc, 0.01) << out;
+    std::regex crc(
+        "\\[fmnist-allreduce-worker-([0-9]+)\\] info final parameters crc32c=([0-9a-f]+)");
+    std::set<std::string> checksums;
+    int ranks = 0;
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), crc); it != std::sregex_iterator();
+         ++it) {
+      checksums.insert((*it)[2]);
+      ++ranks;
+    }
+    EXPECT_EQ(ranks, workers) << out;
+    EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters:\n" << out;
+  }
+}
+
+TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromTheCheckpoint) {
+  // Four ranks: worker-2 is not a ring neighbour of worker-0, which learns
+  // whom it lost from the rendezvous. OnFailure restarts every rank (each
+  // exits retryable), and worker-0 restores its newest checkpoint.
+  constexpr int kEvery = 40;
+  auto run = Run(ExampleJob(4,
+                            Args({"--model",
+                                  "mlp",
+                                  "--train-limit",
+                                  "16000",
+                                  "--epochs",
+                                  "2",
+                                  "--batch-size",
+                                  "16",
+                                  "--threads",
+                                  "1",
+                                  "--log-every",
+                                  "10",
+                                  "--stall-warning",
+                                  "2",
+                                  "--peer-timeout",
+                                  "30",
+                                  "--checkpoint-dir",
+                                  dir_.File("ckpt"),
+                                  "--checkpoint-every-steps",
+                                  std::to_string(kEvery)}),
+                            "backoffLimit: 12"));
+  ASSERT_TRUE(run->WaitForOutput(
+      [](const std::string& o) {
+        return LastStep(o, "fmnist-allreduce-worker-0") >= 2 * kEvery + 10;
+      },
+      std::chrono::seconds(300)))
+      << run->Output();
+  const pid_t victim = PidOf(run->Output(), "fmnist-allreduce-worker-2");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(run->Wait(std::chrono::seconds(600)), 0) << run->Output();
+  const std::string out = run->Output();
+  EXPECT_THAT(out, HasSubstr("fmnist-allreduce-worker-2 killed by signal 9"));
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(std::regex_search(
+        out, std::regex(absl::StrCat("\\[fmnist-allreduce-worker-", r, "\\].*lost worker-2"))))
+        << "worker-" << r << " did not name worker-2:\n"
+        << out;
+  }
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("restored \\S+ \\(step ([0-9]+)\\)"))) << out;
+  EXPECT_GE(std::stoll(m[1]), 2 * kEvery);
+  EXPECT_THAT(out, HasSubstr("resuming at step"));
+  EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
+  EXPECT_GT(LastValue(out, "final test_accuracy"), 0.7);
+}
+
+}  // namespace
+}  // namespace kubetrain

@@ -1,0 +1,276 @@
+// AllreduceExchange with real ranks on loopback (threads of one process):
+// every rank ends with identical parameters equal to one optimizer on the
+// averaged gradient; buckets released during backward overlap it (shown on
+// a throttled link); a stalled rank is named, then declared lost; a
+// restarted job resumes from rank 0's checkpoint.
+#include "runtime/exchange/allreduce/allreduce_exchange.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/launcher/loopback_ports.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/wait_for.h"
+
+namespace kubetrain::allreduce {
+namespace {
+
+using ::testing::HasSubstr;
+
+RealClock& TheClock() {
+  static RealClock clock;
+  return clock;
+}
+
+train::LrSchedule Constant(float lr) {
+  train::LrScheduleOptions o;
+  o.kind = "constant";
+  o.base_lr = lr;
+  return *train::LrSchedule::Create(o);
+}
+
+struct Logs {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& l) {
+      std::lock_guard<std::mutex> g(mu);
+      lines.push_back(l);
+    };
+  }
+  bool Has(const std::string& s) {
+    std::lock_guard<std::mutex> g(mu);
+    for (const auto& l : lines) {
+      if (l.find(s) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+AllreduceExchangeOptions Options(int world, int rank, int port) {
+  AllreduceExchangeOptions o;
+  o.rank = rank;
+  for (int i = 0; i < world; ++i) o.names.push_back(absl::StrCat("worker-", i));
+  o.rendezvous_address = absl::StrCat("127.0.0.1:", port);
+  o.rendezvous_listen_address = absl::StrCat("127.0.0.1:", port);
+  o.data_listen_host = "127.0.0.1";
+  o.data_advertise_host = "127.0.0.1";
+  o.token = "job-token";
+  o.rendezvous_timeout_seconds = 30;
+  o.heartbeat_seconds = 0.05;
+  o.optimizer.kind = "sgd";
+  o.optimizer.momentum = 0.9f;
+  return o;
+}
+
+int FreePort() {
+  absl::StatusOr<std::vector<int>> p = launcher::AllocateLoopbackPorts(1);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return (*p)[0];
+}
+
+// Gradient of rank r at step s: multiples of 1/4, so sums are exact.
+float Grad(int r, int step, int64_t i) {
+  return static_cast<float>(((i * 5 + r * 3 + step) % 13) - 6) * 0.25f;
+}
+
+TEST(AllreduceExchange, RanksStayIdenticalAndMatchOneOptimizerOnTheMean) {
+  const int world = 3;
+  const int64_t n = 1003;
+  const int steps = 5;
+  const int port = FreePort();
+  std::vector<std::vector<float>> params(world, std::vector<float>(n));
+  std::vector<absl::Status> status(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      AllreduceExchangeOptions o = Options(world, r, port);
+      o.bucket_bytes = 400;  // 100 floats: 11 buckets
+      o.chunk_bytes = 64;
+      AllreduceExchange ex(o, Constant(0.1f), TheClock(), [](const std::string&) {});
+      std::vector<float>& p = params[r];
+      // Only rank 0's initial values may survive Start.
+      for (int64_t i = 0; i < n; ++i) p[i] = r == 0 ? 0.01f * static_cast<float>(i % 7) : 99.0f;
+      absl::StatusOr<int64_t> start = ex.Start(p);
+      if (!start.ok()) {
+        status[r] = start.status();
+        return;
+      }
+      std::vector<float> g(n);
+      for (int s = 0; s < steps; ++s) {
+        for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, s, i);
+        // Backward hands buckets over from the end of the buffer.
+        for (int64_t from = n - 250; from > 0; from -= 250) ex.GradientsReady(g, from);
+        absl::StatusOr<int64_t> next = ex.Step(s, g, p);
+        if (!next.ok()) {
+          status[r] = next.status();
+          return;
+        }
+        EXPECT_EQ(*next, s + 1);
+      }
+      status[r] = ex.Finish();
+      EXPECT_GT(ex.buckets_started_early(), 0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+
+  // Reference: one optimizer on the averaged gradient.
+  std::vector<float> ref(n);
+  for (int64_t i = 0; i < n; ++i) ref[i] = 0.01f * static_cast<float>(i % 7);
+  train::OptimizerOptions oo;
+  oo.kind = "sgd";
+  oo.momentum = 0.9f;
+  auto opt = *train::MakeOptimizer(oo, n);
+  std::vector<float> mean(n);
+  for (int s = 0; s < steps; ++s) {
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = 0;
+      for (int r = 0; r < world; ++r) sum += Grad(r, s, i);
+      mean[i] = sum * (1.0f / world);
+    }
+    opt->Apply(ref, mean, 0.1f);
+  }
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(std::memcmp(params[r].data(), ref.data(), n * sizeof(float)), 0)
+        << "rank " << r << " differs from the single-optimizer reference";
+  }
+}
+
+TEST(AllreduceExchange, BucketsOverlapBackwardOnAThrottledLink) {
+  // 16 MB of gradients in 8 buckets over a 40 MB/s link (about 0.4 s of
+  // exchange), and a backward pass of 8 slices of 50 ms (emulated compute,
+  // as a GPU would run it). Without overlap a step costs compute + exchange;
+  // with buckets released during backward it must cost less.
+  const int world = 2;
+  const int64_t n = 4 << 20;
+  const int port = FreePort();
+  std::vector<double> exchange_only(world), compute_only(world), overlapped(world);
+  std::vector<absl::Status> status(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      AllreduceExchangeOptions o = Options(world, r, port);
+      o.bucket_bytes = 2 << 20;
+      o.max_send_rate = 40e6;
+      AllreduceExchange ex(o, Constant(0.01f), TheClock(), [](const std::string&) {});
+      std::vector<float> p(n, 0.0f), g(n, 1.0f);
+      if (absl::StatusOr<int64_t> s = ex.Start(p); !s.ok()) {
+        status[r] = s.status();
+        return;
+      }
+      auto backward = [&](bool release) {
+        const int slices = 8;
+        for (int k = 1; k <= slices; ++k) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));  // emulated compute
+          if (release) ex.GradientsReady(g, n - n * k / slices);
+        }
+      };
+      double t0 = TheClock().NowSeconds();
+      absl::StatusOr<int64_t> s = ex.Step(0, g, p);  // exchange alone
+      exchange_only[r] = TheClock().NowSeconds() - t0;
+      t0 = TheClock().NowSeconds();
+      backward(false);  // compute alone
+      compute_only[r] = TheClock().NowSeconds() - t0;
+      if (s.ok()) s = ex.Step(1, g, p);
+      t0 = TheClock().NowSeconds();
+      backward(true);  // compute with buckets released as they fill
+      if (s.ok()) s = ex.Step(2, g, p);
+      overlapped[r] = TheClock().NowSeconds() - t0;
+      status[r] = s.ok() ? ex.Finish() : s.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(status[r].ok()) << status[r];
+  for (int r = 0; r < world; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r, ": exchange ", exchange_only[r], "s, compute ",
+                              compute_only[r], "s, overlapped step ", overlapped[r], "s"));
+    EXPECT_GT(exchange_only[r], 0.2);  // the throttle is in force
+    EXPECT_LT(overlapped[r], 0.85 * (compute_only[r] + exchange_only[r]));
+  }
+}
+
+TEST(AllreduceExchange, AStalledRankIsNamedThenDeclaredLost) {
+  const int world = 3;
+  const int port = FreePort();
+  Logs logs0;
+  std::vector<absl::Status> status(world);
+  std::atomic<bool> release{false};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      AllreduceExchangeOptions o = Options(world, r, port);
+      o.stall_warning_seconds = 0.3;
+      o.peer_timeout_seconds = 2;
+      AllreduceExchange ex(
+          o, Constant(0.1f), TheClock(), r == 0 ? logs0.Sink() : [](const std::string&) {});
+      std::vector<float> p(64, 1.0f), g(64, 1.0f);
+      if (absl::StatusOr<int64_t> s = ex.Start(p); !s.ok()) {
+        status[r] = s.status();
+        return;
+      }
+      if (r == 2) {  // worker-2 hangs in its compute: it never steps
+        testing_util::WaitFor([&] { return release.load(); }, absl::Seconds(60));
+        return;
+      }
+      status[r] = ex.Step(0, g, p).status();
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  release = true;
+  threads[2].join();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(status[r].code(), absl::StatusCode::kAborted) << status[r];
+    EXPECT_THAT(std::string(status[r].message()), HasSubstr("lost worker-2"));
+  }
+  EXPECT_TRUE(logs0.Has("has waited")) << "no stall warning logged";
+  EXPECT_TRUE(logs0.Has("for: worker-2")) << "the stall warning does not name worker-2";
+}
+
+TEST(AllreduceExchange, ARestartedJobResumesFromRankZerosCheckpoint) {
+  data::testing_util::TempDir dir;
+  const int world = 2;
+  const int64_t n = 257;
+  std::vector<std::vector<float>> first(world, std::vector<float>(n));
+  std::vector<int64_t> resumed(world, -1);
+  std::vector<std::vector<float>> second(world, std::vector<float>(n));
+  auto run = [&](std::vector<std::vector<float>>& params, int steps, bool record_start) {
+    const int port = FreePort();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        AllreduceExchangeOptions o = Options(world, r, port);
+        if (r == 0) o.checkpoint_dir = dir.path();
+        o.checkpoint_every_steps = 2;
+        o.checkpoint_every_seconds = 0;
+        AllreduceExchange ex(o, Constant(0.1f), TheClock(), [](const std::string&) {});
+        for (int64_t i = 0; i < n; ++i) params[r][i] = static_cast<float>(r + i % 3);
+        absl::StatusOr<int64_t> step = ex.Start(params[r]);
+        ASSERT_TRUE(step.ok()) << step.status();
+        if (record_start) resumed[r] = *step;
+        std::vector<float> g(n);
+        for (int s = 0; s < steps; ++s) {
+          for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, s, i);
+          ASSERT_TRUE(ex.Step(*step + s, g, params[r]).ok());
+        }
+        ASSERT_TRUE(ex.Finish().ok());
+      });
+    }
+    for (auto& t : threads) t.join();
+  };
+  run(first, 4, false);
+  run(second, 0, true);  // a new process of every rank
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(resumed[r], 4);
+    EXPECT_EQ(std::memcmp(second[r].data(), first[0].data(), n * sizeof(float)), 0)
+        << "rank " << r << " did not resume rank 0's checkpointed parameters";
+  }
+}
+
+}  // namespace
+}  // namespace kubetrain::allreduce
