@@ -309,6 +309,27 @@ test('the Grafana dashboard ConfigMap', () => {
   }
 })
 
+// The images: the operator's and the runtime's defaults, the tag the chart's
+// appVersion; every example runs the runtime image (fmnist-gpu.yaml its CUDA
+// build, tagged as docs/install.md builds it).
+test('images: kubetrain-operator for the operator, kubetrain for jobs and examples', () => {
+  const chart = loadYamlFile(join(CHART, 'Chart.yaml'))[0]
+  const values = loadYamlFile(join(CHART, 'values.yaml'))[0]
+  assert.equal(values.image.repository, 'kubetrain-operator')
+  assert.equal(values.runtimeImage.repository, 'kubetrain')
+  const runtime = `${values.runtimeImage.repository}:${chart.appVersion}`
+  assert.equal(runtime, 'kubetrain:0.1.0')
+  for (const f of readdirSync(join(ROOT, 'examples')).filter((x) => x.endsWith('.yaml'))) {
+    const [job] = loadYamlFile(join(ROOT, 'examples', f))
+    for (const [type, rs] of Object.entries(job.spec.replicaSpecs)) {
+      for (const c of rs.template.spec.containers) {
+        assert.equal(c.image, f === 'fmnist-gpu.yaml' ? 'kubetrain:cuda' : runtime, `${f} ${type}`)
+      }
+    }
+  }
+  assert.match(readFileSync(join(ROOT, 'docs/install.md'), 'utf8'), /kubetrain:0\.1\.0/)
+})
+
 // `helm install --dry-run` needs a cluster; render NOTES.txt through tpl in a
 // copy of the chart instead.
 test("NOTES.txt's first job is a valid TrainingJob", () => {
