@@ -121,17 +121,17 @@ TEST(PrometheusOperatorMetricsTest, SetJobPhasesReplacesEverySeries) {
   metrics.SetJobPhases({{{"a", "Running"}, 2}, {{"a", "Succeeded"}, 1}, {{"b", "Failed"}, 3}});
   std::string text = Scrape(registry);
   EXPECT_THAT(text,
-              HasSubstr("kubetrain_operator_jobs{training_namespace=\"a\",phase=\"Running\"} 2\n"));
+              HasSubstr("kubetrain_operator_jobs{phase=\"Running\",training_namespace=\"a\"} 2\n"));
   EXPECT_THAT(
-      text, HasSubstr("kubetrain_operator_jobs{training_namespace=\"a\",phase=\"Succeeded\"} 1\n"));
+      text, HasSubstr("kubetrain_operator_jobs{phase=\"Succeeded\",training_namespace=\"a\"} 1\n"));
   EXPECT_THAT(text,
-              HasSubstr("kubetrain_operator_jobs{training_namespace=\"b\",phase=\"Failed\"} 3\n"));
+              HasSubstr("kubetrain_operator_jobs{phase=\"Failed\",training_namespace=\"b\"} 3\n"));
 
   // a's job finished, b's were deleted: their series go away.
   metrics.SetJobPhases({{{"a", "Succeeded"}, 3}});
   text = Scrape(registry);
   EXPECT_THAT(
-      text, HasSubstr("kubetrain_operator_jobs{training_namespace=\"a\",phase=\"Succeeded\"} 3\n"));
+      text, HasSubstr("kubetrain_operator_jobs{phase=\"Succeeded\",training_namespace=\"a\"} 3\n"));
   EXPECT_THAT(text, Not(HasSubstr("phase=\"Running\"")));
   EXPECT_THAT(text, Not(HasSubstr("training_namespace=\"b\"")));
 
