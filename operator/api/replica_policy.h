@@ -6,8 +6,16 @@
 //   Always:    any exit -> Restart (the caller checks the job outcome first:
 //              nothing is restarted once the job has finished).
 //   ExitCode:  exit 0 -> Complete; 1..127 -> FailJob (permanent);
-//              128+ (signals count as 128 + signal) -> Restart (retryable),
-//              Kubeflow's IsRetryableExitCode.
+//              128+ (signals count as 128 + signal) -> Restart (retryable).
+//              This is the code of Kubeflow's IsRetryableExitCode
+//              (exitCode >= 128), not its documentation, which lists 1, 2,
+//              126, 127, 128 and 139 (SIGSEGV) as permanent and only 130,
+//              137, 138 and 143 as retryable. We differ on purpose: the
+//              runtime exits 129 on a lost peer (kExitPeerLost), which must be
+//              retried, and any death by signal (139 included: a crash in a
+//              native library on one node) is retried within backoffLimit
+//              rather than failing the job at once. The CRD's restartPolicy
+//              description (kubectl explain) says the same.
 //   Never:     exit 0 -> Complete; anything else -> FailJob.
 // Job outcome (DecideJobOutcome): Failed as soon as a replica has failed;
 // Succeeded when the Chief (or Worker 0 without a Chief) has succeeded, or,
@@ -41,8 +49,8 @@ struct ReplicaExit {
   bool operator==(const ReplicaExit&) const = default;
 };
 
-// Kubernetes' convention: 128+ is retryable (signals, lost peer), 1..127 is
-// permanent.
+// 128+ is retryable (signals, lost peer), 1..127 is permanent (see the
+// header for how this differs from Kubeflow's documented list).
 bool IsRetryableExitCode(int code);
 
 enum class ExitAction { kRestart, kComplete, kFailJob };

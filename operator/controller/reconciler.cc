@@ -383,10 +383,20 @@ struct Reconciler::Pass {
     return true;
   }
 
+  // The job's token Secret, created just before pods that read it. The
+  // operator may only create Secrets (no list/watch/get: it would otherwise
+  // read every Secret of the cluster), so it never reads this one: each pass
+  // that is about to create pods creates it, and AlreadyExists means an
+  // earlier pass did (the name is per job, with an ownerReference to it, so
+  // garbage collection removes it with the job).
   absl::Status EnsureSecret() {
-    if (d.secrets->Get(kube::ObjectKey(ns, TokenSecretName(job))) != nullptr) {
-      return absl::OkStatus();
+    bool pods_missing = false;
+    for (const auto& [type, spec] : job.spec.replica_specs) {
+      for (int i = 0; i < spec.Replicas(); ++i) {
+        if (!pods.count({type, i}) && !Completed(type, i)) pods_missing = true;
+      }
     }
+    if (!pods_missing) return absl::OkStatus();
     absl::StatusOr<kube::Json> created =
         d.client->Create(kube::kSecrets, ns, BuildTokenSecret(job, job_json, RandomToken()));
     if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();

@@ -46,7 +46,6 @@ struct ReconcilerDeps {
   const kube::ObjectCache* jobs = nullptr;
   const kube::ObjectCache* pods = nullptr;
   const kube::ObjectCache* services = nullptr;
-  const kube::ObjectCache* secrets = nullptr;
   const kube::ObjectCache* pod_groups = nullptr;  // null unless gang scheduling
   Expectations* expectations = nullptr;
   EventRecorder* events = nullptr;

@@ -84,6 +84,22 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
       for (const Json& e : container["env"]) env_json.push_back(e);
     }
     container["env"] = env_json;
+    // The metrics port, by name, unless the template declares it (by name or
+    // number) already: a second entry for 8090 would be a duplicate.
+    if (!container.contains("ports") || !container["ports"].is_array()) {
+      container["ports"] = Json::array();
+    }
+    bool declared = false;
+    for (const Json& p : container["ports"]) {
+      if (kube::StringAt(p, {"name"}) == kMetricsPortName ||
+          kube::IntAt(p, {"containerPort"}, 0) == kMetricsPort) {
+        declared = true;
+      }
+    }
+    if (!declared) {
+      container["ports"].push_back(
+          {{"name", kMetricsPortName}, {"containerPort", kMetricsPort}, {"protocol", "TCP"}});
+    }
   }
   if (options.gang_scheduler == "volcano" && job.spec.run_policy.scheduling_policy) {
     pod_spec["schedulerName"] = "volcano";

@@ -36,7 +36,6 @@ struct TrainingJobController::Impl {
   std::unique_ptr<kube::Informer> jobs;
   std::unique_ptr<kube::Informer> pods;
   std::unique_ptr<kube::Informer> services;
-  std::unique_ptr<kube::Informer> secrets;
   std::unique_ptr<kube::Informer> pod_groups;
   std::unique_ptr<kube::WorkQueue> queue;
   Expectations expectations;
@@ -63,7 +62,7 @@ struct TrainingJobController::Impl {
         events(c, l) {}
 
   std::vector<kube::Informer*> Informers() {
-    std::vector<kube::Informer*> out = {jobs.get(), pods.get(), services.get(), secrets.get()};
+    std::vector<kube::Informer*> out = {jobs.get(), pods.get(), services.get()};
     if (pod_groups) out.push_back(pod_groups.get());
     return out;
   }
@@ -183,7 +182,9 @@ absl::Status TrainingJobController::Start() {
   m.jobs = std::make_unique<kube::Informer>(m.client, kube::kTrainingJobs, job_options, m.logger);
   m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned, m.logger);
   m.services = std::make_unique<kube::Informer>(m.client, kube::kServices, owned, m.logger);
-  m.secrets = std::make_unique<kube::Informer>(m.client, kube::kSecrets, owned, m.logger);
+  // No Secret informer: list/watch on Secrets would let the operator read
+  // every Secret it can see. The token Secret is only created (reconciler.cc,
+  // EnsureSecret).
   if (m.options.gang_scheduler == "volcano") {
     m.pod_groups = std::make_unique<kube::Informer>(m.client, kube::kPodGroups, owned, m.logger);
   }
@@ -194,17 +195,12 @@ absl::Status TrainingJobController::Start() {
       [&m](const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); }});
   m.WatchOwned(*m.pods, /*pods_informer=*/true);
   m.WatchOwned(*m.services, /*pods_informer=*/false);
-  m.secrets->AddHandlers(kube::InformerHandlers{nullptr, nullptr, [&m](const kube::ObjectPtr& o) {
-                                                  if (auto key = Impl::OwnerKey(*o))
-                                                    m.queue->Add(*key);
-                                                }});
 
   ReconcilerDeps deps;
   deps.client = &m.client;
   deps.jobs = &m.jobs->cache();
   deps.pods = &m.pods->cache();
   deps.services = &m.services->cache();
-  deps.secrets = &m.secrets->cache();
   deps.pod_groups = m.pod_groups ? &m.pod_groups->cache() : nullptr;
   deps.expectations = &m.expectations;
   deps.events = &m.events;

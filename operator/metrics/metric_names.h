@@ -7,14 +7,14 @@
 
 namespace kubetrain::operator_metrics {
 
-// Counters with a `namespace` label (the TrainingJob's namespace).
+// Counters with a `training_namespace` label (the TrainingJob's namespace).
 inline constexpr char kJobsCreatedTotal[] = "kubetrain_operator_jobs_created_total";
 inline constexpr char kJobsSucceededTotal[] = "kubetrain_operator_jobs_succeeded_total";
 inline constexpr char kJobsFailedTotal[] = "kubetrain_operator_jobs_failed_total";
 inline constexpr char kJobsRestartedTotal[] = "kubetrain_operator_jobs_restarted_total";
 inline constexpr char kPodsCreatedTotal[] = "kubetrain_operator_pods_created_total";
 
-// Gauge: current TrainingJobs per `namespace` and `phase` (the latest
+// Gauge: current TrainingJobs per `training_namespace` and `phase` (the latest
 // condition type: Created, Running, Restarting, Succeeded, Failed, Suspended).
 inline constexpr char kJobs[] = "kubetrain_operator_jobs";
 
@@ -32,8 +32,10 @@ inline constexpr char kWorkqueueQueueDurationSeconds[] =
 // Gauge: 1 while this replica leads (or leader election is off), else 0.
 inline constexpr char kIsLeader[] = "kubetrain_operator_is_leader";
 
-// Label names.
-inline constexpr char kNamespaceLabel[] = "namespace";
+// Label names. The jobs' namespace is `training_namespace`, as on the
+// runtime's series: `namespace` is the scrape target's (the operator pod's)
+// and would turn ours into exported_namespace under a ServiceMonitor.
+inline constexpr char kNamespaceLabel[] = "training_namespace";
 inline constexpr char kPhaseLabel[] = "phase";
 
 }  // namespace kubetrain::operator_metrics

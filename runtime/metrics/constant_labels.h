@@ -1,9 +1,10 @@
 // ConstantLabels: the labels every series of a replica carries, from the
 // environment the operator (or `kubetrain run`) gives it:
-//   job           KUBETRAIN_JOB_NAME
-//   namespace     KUBETRAIN_NAMESPACE
-//   replica_type  KUBETRAIN_REPLICA_TYPE (lower-cased: ps, worker, chief, evaluator)
-//   replica_index KUBETRAIN_REPLICA_INDEX
+//   training_job       KUBETRAIN_JOB_NAME
+//   training_namespace KUBETRAIN_NAMESPACE
+//   replica_type       KUBETRAIN_REPLICA_TYPE (lower-cased: ps, worker, chief, evaluator)
+//   replica_index      KUBETRAIN_REPLICA_INDEX
+// (not job/namespace: Prometheus owns those on every target, metric_names.h).
 // Unset or empty variables give no label. Pure functions; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_METRICS_CONSTANT_LABELS_H_
 #define KUBETRAIN_RUNTIME_METRICS_CONSTANT_LABELS_H_

@@ -2,9 +2,9 @@
 // (house rule 9). Names follow Prometheus conventions: the `kubetrain_`
 // prefix, base units in the name (`_seconds`, `_bytes`), `_total` on
 // counters (prometheus-cpp adds no suffix), `_ratio` for 0..1 values.
-// Labels are low-cardinality only: the constant labels (job, namespace,
-// replica_type, replica_index) on every series, plus the few per-family
-// labels named below with their closed sets of values.
+// Labels are low-cardinality only: the constant labels (training_job,
+// training_namespace, replica_type, replica_index) on every series, plus the
+// few per-family labels named below with their closed sets of values.
 // Constants only; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
 #define KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
@@ -16,11 +16,15 @@ struct MetricName {
   const char* help;
 };
 
-// Constant labels, from the replica's environment (constant_labels.h).
-inline constexpr char kLabelJob[] = "job";                     // KUBETRAIN_JOB_NAME
-inline constexpr char kLabelNamespace[] = "namespace";         // KUBETRAIN_NAMESPACE
-inline constexpr char kLabelReplicaType[] = "replica_type";    // KUBETRAIN_REPLICA_TYPE
-inline constexpr char kLabelReplicaIndex[] = "replica_index";  // KUBETRAIN_REPLICA_INDEX
+// Constant labels, from the replica's environment (constant_labels.h). None
+// is a label Prometheus sets on targets (job, namespace, pod, instance,
+// container, endpoint, service): scraped without honor_labels, a clash would
+// rename ours exported_<name>. So the TrainingJob is `training_job` and its
+// namespace `training_namespace`, whatever the scrape path.
+inline constexpr char kLabelJob[] = "training_job";              // KUBETRAIN_JOB_NAME
+inline constexpr char kLabelNamespace[] = "training_namespace";  // KUBETRAIN_NAMESPACE
+inline constexpr char kLabelReplicaType[] = "replica_type";      // KUBETRAIN_REPLICA_TYPE
+inline constexpr char kLabelReplicaIndex[] = "replica_index";    // KUBETRAIN_REPLICA_INDEX
 // Per-family labels.
 inline constexpr char kLabelPeerRole[] = "peer_role";  // ps | worker | evaluator
 inline constexpr char kLabelPhase[] = "phase";         // compute | exchange

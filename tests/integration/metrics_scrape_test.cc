@@ -46,10 +46,10 @@ TEST(MetricsScrape, EveryReplicaServesMovingValues) {
     EXPECT_GT(Value(second, "kubetrain_step_duration_seconds_count"), 0);
     EXPECT_GT(Value(second, "kubetrain_total_steps"), Value(second, "kubetrain_global_step"));
     // The environment's constant labels.
-    EXPECT_THAT(second, ::testing::HasSubstr(
-                            absl::StrCat("kubetrain_steps_total{job=\"", MetricsJob::kJobName,
-                                         "\",namespace=\"", MetricsJob::kNamespace,
-                                         "\",replica_index=\"", w, "\",replica_type=\"worker\"}")));
+    EXPECT_THAT(second, ::testing::HasSubstr(absl::StrCat(
+                            "kubetrain_steps_total{replica_index=\"", w,
+                            "\",replica_type=\"worker\",training_job=\"", MetricsJob::kJobName,
+                            "\",training_namespace=\"", MetricsJob::kNamespace, "\"}")));
   }
   // The PS: both workers connected, gradients arriving, updates applied.
   ASSERT_TRUE(job.WaitForScrape(

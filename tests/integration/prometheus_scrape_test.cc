@@ -63,7 +63,9 @@ TEST(PrometheusScrape, RateOfStepsIsPositiveForEveryWorker) {
   {
     std::ofstream cfg(dir.File("prometheus.yml"));
     cfg << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        << "scrape_configs:\n  - job_name: kubetrain-local\n    honor_labels: true\n"
+        // No honor_labels (as under a PodMonitor): the runtime's labels must
+        // not clash with the target's job/namespace/instance.
+        << "scrape_configs:\n  - job_name: kubetrain-local\n"
         << "    static_configs:\n      - targets: [" << absl::StrJoin(targets, ", ") << "]\n";
   }
   testing_util::RunningProcess prometheus(
@@ -86,7 +88,9 @@ TEST(PrometheusScrape, RateOfStepsIsPositiveForEveryWorker) {
       if (j.is_object() && j.value("status", "") == "success") {
         stepping.clear();
         for (const auto& sample : j["data"]["result"]) {
-          EXPECT_EQ(sample["metric"].value("job", ""), MetricsJob::kJobName);
+          EXPECT_EQ(sample["metric"].value("training_job", ""), MetricsJob::kJobName);
+          EXPECT_EQ(sample["metric"].value("job", ""), "kubetrain-local");  // the scrape job's
+          EXPECT_FALSE(sample["metric"].contains("exported_job")) << sample.dump();
           stepping.insert(sample["metric"].value("replica_index", ""));
         }
       }

@@ -337,3 +337,19 @@ test('status written by the operator validates', () => {
   bad((s) => { s.replicaStatuses.Worker.restarts = 1.5 }, 'status.replicaStatuses.Worker.restarts')
   bad((s) => { s.progress.epoch = 3 }, 'status.progress')  // undeclared: pruned by a real API server
 })
+
+// restartPolicy ExitCode: `kubectl explain trainingjob.spec.replicaSpecs.Worker.restartPolicy`
+// states the rule the operator applies (operator/api/replica_policy.cc:
+// IsRetryableExitCode, code >= 128) and how it differs from Kubeflow's
+// documented list.
+test('the restartPolicy description states the ExitCode rule and how it differs from Kubeflow', () => {
+  const rs = version.schema.openAPIV3Schema.properties.spec.properties.replicaSpecs
+  const policy = (rs.properties?.Worker ?? rs.additionalProperties).properties.restartPolicy
+  const d = policy.description
+  for (const s of ['1-127 fail the job', '128 and above', '129', "Kubeflow's documented", '139', '130, 137, 138', '143']) {
+    assert.ok(d.includes(s), `restartPolicy description lacks "${s}": ${d}`)
+  }
+  const src = readFileSync(join(ROOT, 'operator/api/replica_policy.cc'), 'utf8')
+  assert.match(src, /bool IsRetryableExitCode\(int code\) \{ return code >= 128; \}/,
+    'the operator changed its rule: update the CRD description')
+})

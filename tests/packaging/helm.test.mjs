@@ -20,10 +20,15 @@ const valueFiles = readdirSync(VALUES).filter((f) => f.endsWith('.yaml')).sort()
 // checks each Role on its own; here every rendered role together).
 const EXPECTED_RULES = requiredRules(ROOT)
 
-// group/resource -> sorted verbs, over every Role and ClusterRole rendered.
+// The ClusterRoles aggregated into the built-in edit/view roles (for users,
+// not the operator; rbac.test.mjs checks their rules).
+const isAggregated = (o) => Object.keys(o.metadata.labels ?? {}).some((l) => l.startsWith('rbac.authorization.k8s.io/aggregate-to-'))
+
+// group/resource -> sorted verbs, over every Role and ClusterRole rendered
+// for the operator.
 function grantedRules(objs) {
   const out = {}
-  for (const o of objs.filter((x) => x.kind === 'Role' || x.kind === 'ClusterRole')) {
+  for (const o of objs.filter((x) => (x.kind === 'Role' || x.kind === 'ClusterRole') && !isAggregated(x))) {
     for (const r of o.rules) {
       assert.ok(!r.resourceNames && !r.nonResourceURLs, `${key(o)}: unexpected rule ${JSON.stringify(r)}`)
       for (const g of r.apiGroups) {
@@ -52,10 +57,19 @@ test('helm lint --strict passes with default and every values file', () => {
 
 test('values.schema.json refuses bad values', () => {
   for (const set of ['operator.logFormat=xml', 'operator.gangScheduler=kueue', 'watchNamespace=Bad_NS',
-    'operator.leaderElection.leaseDuration=soon', 'unknownTopLevel=1', 'metrics.service.port=0']) {
+    'operator.leaderElection.leaseDuration=soon', 'unknownTopLevel=1', 'metrics.service.port=0',
+    'prometheusRule.enabled=yes', 'rbac.aggregateToDefaultRoles=1', 'operator.podDisruptionBudget.maxUnavailable=1']) {
     const out = run(helm, ['template', 'x', CHART, '--set', set], {expectFailure: true})
     assert.match(out, /values don't meet the specifications of the schema|schema/, set)
   }
+})
+
+test('more than one replica needs leader election', () => {
+  const out = run(helm, ['template', 'x', CHART, '--set', 'operator.replicas=2', '--set', 'operator.leaderElection.enabled=false'],
+    {expectFailure: true})
+  assert.match(out, /operator.replicas > 1 needs operator.leaderElection.enabled/)
+  // One replica without it is fine (no-leader-election.yaml renders).
+  helmTemplate(helm, {values: join(VALUES, 'no-leader-election.yaml')})
 })
 
 test('the chart CRD is byte-identical to crds/', () => {
@@ -80,8 +94,9 @@ test('every rendered object parses and is complete', () => {
 
 test('default values: kinds, deployment, security, RBAC', () => {
   const objs = helmTemplate(helm, {crds: true})
-  assert.deepEqual(objs.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition',
-    'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount'])
+  assert.deepEqual(objs.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding',
+    'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount'])
+  assert.deepEqual(objs.filter(isAggregated).map((o) => o.metadata.name).sort(), ['kubetrain-edit', 'kubetrain-view'])
   assert.deepEqual(only(objs, 'CustomResourceDefinition'), loadYamlFile(join(ROOT, 'crds/kubetrain.io_trainingjobs.yaml'))[0])
 
   const dep = only(objs, 'Deployment')
@@ -94,8 +109,16 @@ test('default values: kinds, deployment, security, RBAC', () => {
   assert.equal(pod.securityContext.seccompProfile.type, 'RuntimeDefault')
   assert.equal(pod.containers.length, 1)
   const c = pod.containers[0]
-  assert.equal(c.image, 'kubetrain:0.1.0')
+  assert.equal(c.image, 'kubetrain-operator:0.1.0')
   assert.deepEqual(c.command, ['/usr/local/bin/kubetrain-operator'])
+  // Scraped by deploy/prometheus/scrape-config.yaml (its pod discovery keeps
+  // pods annotated prometheus.io/scrape and scrapes prometheus.io/port).
+  const ann = dep.spec.template.metadata.annotations
+  assert.equal(ann['prometheus.io/scrape'], 'true')
+  assert.equal(ann['prometheus.io/port'], String(c.ports.find((p) => p.name === 'metrics').containerPort))
+  assert.equal(ann['prometheus.io/path'], '/metrics')
+  assert.equal(dep.spec.replicas, 1)
+  assert.equal(pod.topologySpreadConstraints, undefined, 'one replica: no spread')
   assert.deepEqual(c.securityContext, {
     allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true,
     capabilities: {drop: ['ALL']}, seccompProfile: {type: 'RuntimeDefault'},
@@ -118,7 +141,7 @@ test('default values: kinds, deployment, security, RBAC', () => {
 
   assert.deepEqual(grantedRules(objs), sortedRules(EXPECTED_RULES))
   const crb = only(objs, 'ClusterRoleBinding')
-  assert.equal(crb.roleRef.name, only(objs, 'ClusterRole').metadata.name)
+  assert.equal(crb.roleRef.name, only(objs.filter((o) => !isAggregated(o)), 'ClusterRole').metadata.name)
   assert.deepEqual(crb.subjects, [{kind: 'ServiceAccount', name: 'kubetrain-operator', namespace: 'kubetrain-system'}])
   const le = only(objs, 'Role')
   assert.equal(le.metadata.namespace, 'kubetrain-system')
@@ -160,8 +183,50 @@ test('monitoring: ServiceMonitor on the metrics port, PodMonitor on job pods, th
   }
   const pm = only(objs, 'PodMonitor')
   assert.deepEqual(pm.spec.selector.matchExpressions, [{key: 'kubetrain.io/job-name', operator: 'Exists'}])
-  assert.equal(pm.spec.podMetricsEndpoints[0].relabelings[0].replacement, '$1:8090')
+  // The runtime's port by name (the operator's kt-metrics, replica_builder.h):
+  // one endpoint, no address rewriting (which made one target per container
+  // port), no honorLabels (the runtime's labels clash with no target label).
+  assert.deepEqual(pm.spec.podMetricsEndpoints, [{port: 'kt-metrics', path: '/metrics', interval: '15s'}])
+  assert.equal(sm.spec.endpoints[0].honorLabels, undefined)
+  const builder = readFileSync(join(ROOT, 'operator/controller/replica_builder.h'), 'utf8')
+  assert.match(builder, /kMetricsPortName\[\] = "kt-metrics";/)
+  assert.match(builder, /kMetricsPort = 8090;/)
   assert.equal(only(objs, 'ConfigMap').metadata.labels.grafana_dashboard, '1')
+  // The alerts, as a PrometheusRule: exactly alert-rules.yaml's groups.
+  const rule = only(objs, 'PrometheusRule')
+  assert.equal(rule.metadata.name, 'kubetrain-alerts')
+  assert.deepEqual(rule.spec, loadYamlFile(join(ROOT, 'deploy/prometheus/alert-rules.yaml'))[0])
+})
+
+test('the PrometheusRule reads alert-rules.yaml through a symlink', () => {
+  const inChart = join(CHART, 'rules/kubetrain-alerts.yaml')
+  assert.ok(lstatSync(inChart).isSymbolicLink(), `${inChart} is not a symlink`)
+  assert.equal(readlinkSync(inChart), '../../../deploy/prometheus/alert-rules.yaml')
+  assert.equal(helmTemplate(helm).filter((o) => o.kind === 'PrometheusRule').length, 0, 'off by default')
+  const tmp = mkdtempSync(join(tmpdir(), 'kubetrain-chart-'))
+  try {
+    run(helm, ['package', CHART, '--destination', tmp])
+    const tgz = readdirSync(tmp).find((f) => f.endsWith('.tgz'))
+    const packed = execFileSync('tar', ['-xzOf', join(tmp, tgz), 'kubetrain/rules/kubetrain-alerts.yaml'], {encoding: 'utf8'})
+    assert.equal(packed, readFileSync(join(ROOT, 'deploy/prometheus/alert-rules.yaml'), 'utf8'))
+  } finally {
+    rmSync(tmp, {recursive: true, force: true})
+  }
+})
+
+test('replicas > 1: PodDisruptionBudget and a spread over nodes; security contexts from values', () => {
+  const objs = helmTemplate(helm, {values: join(VALUES, 'openshift.yaml')})
+  const dep = only(objs, 'Deployment')
+  const pod = dep.spec.template.spec
+  assert.equal(dep.spec.replicas, 2)
+  const pdb = only(objs, 'PodDisruptionBudget')
+  assert.equal(pdb.spec.minAvailable, 1)
+  assert.deepEqual(pdb.spec.selector.matchLabels, dep.spec.selector.matchLabels)
+  assert.deepEqual(pod.topologySpreadConstraints, [{maxSkew: 1, topologyKey: 'kubernetes.io/hostname',
+    whenUnsatisfiable: 'ScheduleAnyway', labelSelector: {matchLabels: dep.spec.selector.matchLabels}}])
+  // No fixed UID/GID: the cluster assigns one; still non-root, RuntimeDefault.
+  assert.deepEqual(pod.securityContext, {runAsNonRoot: true, seccompProfile: {type: 'RuntimeDefault'}})
+  assert.equal(helmTemplate(helm).filter((o) => o.kind === 'PodDisruptionBudget').length, 0, 'none with 1 replica')
 })
 
 test('every option away from its default renders as asked', () => {
@@ -180,9 +245,22 @@ test('every option away from its default renders as asked', () => {
   assert.equal(only(objs, 'ServiceAccount').metadata.name, 'trainer-sa')
   assert.equal(objs.filter((o) => o.kind.startsWith('Cluster')).length, 0)
   assert.equal(objs.find((o) => o.kind === 'Role' && o.metadata.name.endsWith('leader-election')).metadata.namespace, 'kube-system')
-  assert.deepEqual(grantedRules(objs), sortedRules(EXPECTED_RULES))
+  // gangScheduler volcano: PodGroups too.
+  assert.deepEqual(grantedRules(objs), sortedRules(requiredRules(ROOT, {gangScheduler: 'volcano'})))
   assert.equal(only(objs, 'Service').spec.ports[0].port, 9090)
   assert.deepEqual(only(objs, 'PodMonitor').spec.namespaceSelector, {matchNames: ['research']})
+  const pod = dep.spec.template.spec
+  // Merged into the defaults (helm merges maps): fsGroup added.
+  assert.deepEqual(pod.securityContext, {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532,
+    seccompProfile: {type: 'RuntimeDefault'}, fsGroup: 1000})
+  assert.deepEqual(c.securityContext, {allowPrivilegeEscalation: false, runAsNonRoot: true, readOnlyRootFilesystem: true,
+    capabilities: {drop: ['ALL']}, seccompProfile: {type: 'RuntimeDefault'}})
+  assert.equal(pod.topologySpreadConstraints[0].topologyKey, 'topology.kubernetes.io/zone')
+  assert.equal(pod.topologySpreadConstraints.length, 1)
+  assert.equal(only(objs, 'PodDisruptionBudget').spec.minAvailable, '50%')
+  assert.equal(dep.spec.template.metadata.annotations['prometheus.io/scrape'], undefined)
+  assert.equal(only(objs, 'PrometheusRule').metadata.labels.release, 'prom')
+  assert.ok(c.args.includes('--gang-scheduler=volcano'))
 })
 
 // The chart reads the dashboard from dashboards/kubetrain-dashboard.json, a
@@ -229,6 +307,27 @@ test('the Grafana dashboard ConfigMap', () => {
   } finally {
     rmSync(tmp, {recursive: true, force: true})
   }
+})
+
+// The images: the operator's and the runtime's defaults, the tag the chart's
+// appVersion; every example runs the runtime image (fmnist-gpu.yaml its CUDA
+// build, tagged as docs/install.md builds it).
+test('images: kubetrain-operator for the operator, kubetrain for jobs and examples', () => {
+  const chart = loadYamlFile(join(CHART, 'Chart.yaml'))[0]
+  const values = loadYamlFile(join(CHART, 'values.yaml'))[0]
+  assert.equal(values.image.repository, 'kubetrain-operator')
+  assert.equal(values.runtimeImage.repository, 'kubetrain')
+  const runtime = `${values.runtimeImage.repository}:${chart.appVersion}`
+  assert.equal(runtime, 'kubetrain:0.1.0')
+  for (const f of readdirSync(join(ROOT, 'examples')).filter((x) => x.endsWith('.yaml'))) {
+    const [job] = loadYamlFile(join(ROOT, 'examples', f))
+    for (const [type, rs] of Object.entries(job.spec.replicaSpecs)) {
+      for (const c of rs.template.spec.containers) {
+        assert.equal(c.image, f === 'fmnist-gpu.yaml' ? 'kubetrain:cuda' : runtime, `${f} ${type}`)
+      }
+    }
+  }
+  assert.match(readFileSync(join(ROOT, 'docs/install.md'), 'utf8'), /kubetrain:0\.1\.0/)
 })
 
 // `helm install --dry-run` needs a cluster; render NOTES.txt through tpl in a

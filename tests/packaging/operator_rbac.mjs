@@ -35,6 +35,21 @@ export const EXCEPTIONS = {
   'kubetrain.io/trainingjobs/finalizers': ['update'],
 }
 
+// Permissions the operator uses only with a flag, granted only with the
+// chart value that sets it: rule -> {value, equals, flag, file, guard}. The
+// test checks that every call on the resource in the source sits in `file`,
+// whose text contains `guard` (the flag's check).
+export const CONDITIONAL = {
+  // PodGroups: the informer and every create/delete are behind
+  // --gang-scheduler=volcano (training_job_controller.cc makes the informer
+  // only then; reconciler.cc reaches them only through it).
+  'scheduling.volcano.sh/podgroups': {
+    value: 'operator.gangScheduler', equals: 'volcano', flag: '--gang-scheduler=volcano',
+    files: ['operator/controller/training_job_controller.cc', 'operator/controller/reconciler.cc'],
+    guards: ['gang_scheduler == "volcano"', 'd.pod_groups'],
+  },
+}
+
 // C++ source with comments blanked (newlines kept); string and character
 // literals kept as they are.
 export function stripComments(src) {
@@ -205,10 +220,14 @@ export function deriveOperatorRules(root) {
   return {rules, uses, informerVerbs}
 }
 
-// The derived rules plus the documented exceptions.
-export function requiredRules(root) {
+// The derived rules plus the documented exceptions, for an operator run with
+// `gangScheduler` ("" or "volcano"): CONDITIONAL rules only when it is on.
+export function requiredRules(root, {gangScheduler = ''} = {}) {
   const {rules} = deriveOperatorRules(root)
   const out = {...rules}
   for (const [k, v] of Object.entries(EXCEPTIONS)) out[k] = [...new Set([...(out[k] ?? []), ...v])].sort()
+  for (const [k, c] of Object.entries(CONDITIONAL)) {
+    if (c.value === 'operator.gangScheduler' && gangScheduler !== c.equals) delete out[k]
+  }
   return out
 }

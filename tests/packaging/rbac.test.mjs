@@ -8,7 +8,8 @@ import {test} from 'node:test'
 import assert from 'node:assert/strict'
 import {join} from 'node:path'
 import {loadYamlDocuments} from '../../tools/node/lib/crd.mjs'
-import {EXCEPTIONS, deriveOperatorRules, requiredRules, scanSource} from './operator_rbac.mjs'
+import {readFileSync} from 'node:fs'
+import {CONDITIONAL, EXCEPTIONS, deriveOperatorRules, requiredRules, scanSource} from './operator_rbac.mjs'
 import {ROOT, helmTemplate, key, requireTool, run} from './tools.mjs'
 
 // Granted in the leader-election Role, in the lease's namespace; everything
@@ -20,6 +21,11 @@ const split = (rules, leader) =>
   Object.fromEntries(Object.entries(rules).filter(([k]) => LEADER_ELECTION.includes(k) === leader))
 const OPERATOR_RULES = split(required, false)
 const LEADER_RULES = split(required, true)
+const VOLCANO_RULES = split(requiredRules(ROOT, {gangScheduler: 'volcano'}), false)
+
+// The ClusterRoles aggregated into the built-in roles (not the operator's).
+const AGGREGATE = /^rbac\.authorization\.k8s\.io\/aggregate-to-/
+const isAggregated = (o) => Object.keys(o.metadata.labels ?? {}).some((l) => AGGREGATE.test(l))
 
 // One Role or ClusterRole's rules as "group/resource" -> sorted verbs; each
 // resource in one rule only, no verb twice, no wildcards or resourceNames.
@@ -48,12 +54,14 @@ function only(objs, pred, what) {
 
 // The operator's role and the leader-election role (when expected) hold
 // exactly the required rules, and there is no other Role or ClusterRole.
-function checkRoles(objs, {operatorKind, operatorNamespace, leaderNamespace}) {
-  const roles = objs.filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole')
+function checkRoles(objs, {operatorKind, operatorNamespace, leaderNamespace, volcano = false, aggregated = true}) {
+  const roles = objs.filter((o) => (o.kind === 'Role' || o.kind === 'ClusterRole') && !isAggregated(o))
+  checkAggregated(objs, aggregated)
   const operator = only(roles, (o) => o.kind === operatorKind && !o.metadata.name.endsWith('-leader-election'),
     `${operatorKind} for the operator`)
   assert.equal(operator.metadata.namespace, operatorNamespace, key(operator))
-  assert.deepEqual(roleRules(operator), OPERATOR_RULES, `${key(operator)} differs from the operator's calls`)
+  assert.deepEqual(roleRules(operator), volcano ? VOLCANO_RULES : OPERATOR_RULES,
+    `${key(operator)} differs from the operator's calls${volcano ? ' with --gang-scheduler=volcano' : ''}`)
   const leader = roles.filter((o) => o.metadata.name.endsWith('-leader-election'))
   if (leaderNamespace) {
     assert.equal(leader.length, 1, 'one leader-election Role')
@@ -65,6 +73,52 @@ function checkRoles(objs, {operatorKind, operatorNamespace, leaderNamespace}) {
   }
   assert.equal(roles.length, 1 + leader.length, `unexpected roles: ${roles.map(key).join(', ')}`)
 }
+
+// The aggregated ClusterRoles: edit (and admin) may create and change
+// TrainingJobs, view may read them; nothing else, no other resource.
+function checkAggregated(objs, expected) {
+  const agg = objs.filter(isAggregated)
+  if (!expected) {
+    assert.deepEqual(agg.map(key), [], 'no aggregated ClusterRoles expected')
+    return
+  }
+  assert.equal(agg.length, 2, `aggregated roles: ${agg.map(key).join(', ')}`)
+  for (const o of agg) assert.equal(o.kind, 'ClusterRole', key(o))
+  const edit = only(agg, (o) => o.metadata.labels['rbac.authorization.k8s.io/aggregate-to-edit'] === 'true', 'edit role')
+  assert.equal(edit.metadata.labels['rbac.authorization.k8s.io/aggregate-to-admin'], 'true')
+  assert.deepEqual(roleRules(edit), {
+    'kubetrain.io/trainingjobs': ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'],
+    'kubetrain.io/trainingjobs/status': ['get', 'list', 'watch'],
+  })
+  const view = only(agg, (o) => o.metadata.labels['rbac.authorization.k8s.io/aggregate-to-view'] === 'true', 'view role')
+  assert.equal(view.metadata.labels['rbac.authorization.k8s.io/aggregate-to-edit'], undefined, 'view is not edit')
+  assert.deepEqual(roleRules(view), {
+    'kubetrain.io/trainingjobs': ['get', 'list', 'watch'], 'kubetrain.io/trainingjobs/status': ['get', 'list', 'watch'],
+  })
+}
+
+test('Secrets: create only, and no Secret informer or read anywhere in the operator', () => {
+  assert.deepEqual(required['/secrets'], ['create'])
+  const {uses} = deriveOperatorRules(ROOT)
+  assert.deepEqual([...new Set(uses.filter((u) => u.rule === '/secrets').map((u) => u.verb))], ['create'])
+})
+
+test('PodGroups are used only behind --gang-scheduler=volcano', () => {
+  const {uses} = deriveOperatorRules(ROOT)
+  for (const [rule, c] of Object.entries(CONDITIONAL)) {
+    const found = uses.filter((u) => u.rule === rule)
+    assert.ok(found.length > 0, `${rule}: no call found; drop it from CONDITIONAL`)
+    for (const u of found) {
+      const file = u.where.split(':')[0]
+      assert.ok(c.files.includes(file), `${rule} used in ${u.where}, outside ${c.files.join(', ')}`)
+    }
+    for (const [i, f] of c.files.entries()) {
+      assert.ok(readFileSync(join(ROOT, f), 'utf8').includes(c.guards[i]), `${f} lost its guard ${c.guards[i]}`)
+    }
+    assert.ok(!(rule in required), `${rule} granted without ${c.flag}`)
+    assert.ok(rule in requiredRules(ROOT, {gangScheduler: 'volcano'}))
+  }
+})
 
 test('the scanner finds calls across lines, without kube::, and MergePatch on status', () => {
   const src = `
@@ -120,11 +174,15 @@ test('helm: ClusterRole and leader-election Role are exactly the operator\'s cal
   const VALUES = join(ROOT, 'tests/packaging/values')
   checkRoles(helmTemplate(helm), {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: 'kubetrain-system'})
   checkRoles(helmTemplate(helm, {values: join(VALUES, 'namespaced.yaml')}),
-    {operatorKind: 'Role', operatorNamespace: 'kubetrain-jobs', leaderNamespace: 'kubetrain-system'})
+    {operatorKind: 'Role', operatorNamespace: 'kubetrain-jobs', leaderNamespace: 'kubetrain-system', aggregated: false})
   checkRoles(helmTemplate(helm, {values: join(VALUES, 'no-leader-election.yaml')}),
     {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: undefined})
   checkRoles(helmTemplate(helm, {values: join(VALUES, 'everything.yaml')}),
-    {operatorKind: 'Role', operatorNamespace: 'research', leaderNamespace: 'kube-system'})
+    {operatorKind: 'Role', operatorNamespace: 'research', leaderNamespace: 'kube-system', volcano: true, aggregated: false})
+  checkRoles(helmTemplate(helm, {values: join(VALUES, 'volcano.yaml')}),
+    {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: 'kubetrain-system', volcano: true})
+  checkRoles(helmTemplate(helm, {set: ['rbac.aggregateToDefaultRoles=false']}),
+    {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: 'kubetrain-system', aggregated: false})
 })
 
 test('kustomize: deploy/base and deploy/overlays/namespaced grant exactly the operator\'s calls', () => {
@@ -132,6 +190,6 @@ test('kustomize: deploy/base and deploy/overlays/namespaced grant exactly the op
   const build = (dir) => loadYamlDocuments(run(kubectl, ['kustomize', join(ROOT, dir)]), dir)
   checkRoles(build('deploy/base'), {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: 'kubetrain-system'})
   checkRoles(build('deploy/overlays/namespaced'),
-    {operatorKind: 'Role', operatorNamespace: 'kubetrain-jobs', leaderNamespace: 'kubetrain-system'})
+    {operatorKind: 'Role', operatorNamespace: 'kubetrain-jobs', leaderNamespace: 'kubetrain-system', aggregated: false})
   checkRoles(build('deploy/overlays/monitoring'), {operatorKind: 'ClusterRole', operatorNamespace: undefined, leaderNamespace: 'kubetrain-system'})
 })

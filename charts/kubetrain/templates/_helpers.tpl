@@ -63,7 +63,9 @@ kubetrain-operator makes (tests/packaging/rbac.test.mjs derives them from the
 list and watch; objects are read from their caches, so no get.
 trainingjobs/finalizers update is the one permission no call shows: the
 objects it creates carry ownerReferences with blockOwnerDeletion, which the
-OwnerReferencesPermissionEnforcement admission plugin checks.
+OwnerReferencesPermissionEnforcement admission plugin checks. Secrets: create
+only (the job's token Secret is never read back). Volcano PodGroups only with
+gangScheduler volcano: the operator touches them only then.
 */}}
 {{- define "kubetrain.rules" -}}
 - apiGroups: [kubetrain.io]
@@ -83,13 +85,15 @@ OwnerReferencesPermissionEnforcement admission plugin checks.
   verbs: [list, watch, create, delete]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [list, watch, create]
+  verbs: [create]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if eq .Values.operator.gangScheduler "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
   verbs: [list, watch, create, delete]
+{{- end }}
 {{- end }}
 
 {{/* Leader election: the Lease only (operator/kube/leader_elector.cc). */}}

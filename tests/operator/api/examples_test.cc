@@ -52,7 +52,7 @@ TEST(ExamplesTest, FashionMnistParameterServerJobs) {
       absl::StatusOr<Container> c = job->Find(t)->FirstContainer();
       ASSERT_TRUE(c.ok());
       EXPECT_EQ(c->name, "kubetrain");
-      EXPECT_EQ(c->image, "kubetrain:latest");
+      EXPECT_EQ(c->image, "kubetrain:0.1.0");  // the chart's runtimeImage (helm.test.mjs)
       EXPECT_TRUE(c->command.empty());
       ASSERT_FALSE(c->args.empty());
       EXPECT_EQ(c->args.front(), "train");

@@ -56,6 +56,29 @@ TEST(DecideOnExitTest, EveryPolicyAndExitClass) {
   }
 }
 
+// Where ExitCode agrees with Kubeflow's documented table and where it
+// differs on purpose (replica_policy.h, the CRD's restartPolicy description).
+TEST(ReplicaPolicyTest, ExitCodeAgainstKubeflowsDocumentedTable) {
+  // Kubeflow documents these as retryable; so are they here.
+  for (int code : {130, 137, 138, 143}) {
+    EXPECT_EQ(DecideOnExit(RestartPolicy::kExitCode, ReplicaExit::Code(code)), ExitAction::kRestart)
+        << code;
+  }
+  // Kubeflow documents these as permanent; so are they here.
+  for (int code : {1, 2, 126, 127}) {
+    EXPECT_EQ(DecideOnExit(RestartPolicy::kExitCode, ReplicaExit::Code(code)), ExitAction::kFailJob)
+        << code;
+  }
+  // Differences: 128 and 139 (SIGSEGV) are permanent in Kubeflow's table and
+  // retried here, as is 129, the runtime's lost-peer exit.
+  for (int code : {128, 129, 139}) {
+    EXPECT_EQ(DecideOnExit(RestartPolicy::kExitCode, ReplicaExit::Code(code)), ExitAction::kRestart)
+        << code;
+  }
+  EXPECT_EQ(DecideOnExit(RestartPolicy::kExitCode, ReplicaExit::Signal(SIGSEGV)),
+            ExitAction::kRestart);
+}
+
 TEST(ReplicaExitTest, EffectiveCodeAndDescription) {
   EXPECT_EQ(ReplicaExit::Signal(SIGKILL).EffectiveCode(), 137);
   EXPECT_EQ(ReplicaExit::Code(3).EffectiveCode(), 3);

@@ -71,6 +71,10 @@ TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
     }
     EXPECT_TRUE(token_from_secret) << name;
     EXPECT_EQ(pod["spec"]["containers"][0]["ports"][0]["name"], "kubetrain-port");
+    // The named metrics port a PodMonitor selects, on the first container.
+    EXPECT_EQ(pod["spec"]["containers"][0]["ports"][1],
+              (Json{{"name", "kt-metrics"}, {"containerPort", 8090}, {"protocol", "TCP"}}))
+        << name;
   }
   EXPECT_EQ(kube::Label(pods["mnist-worker-0"], "kubetrain.io/job-role"), "chief");
   EXPECT_EQ(kube::Label(pods["mnist-worker-1"], "kubetrain.io/job-role"), "");
@@ -339,6 +343,50 @@ TEST_F(ControllerTest, InvalidSpecFailsAndCreatesNothing) {
   EXPECT_TRUE(Pods("neg", true).empty());
   EXPECT_TRUE(Services("bad").empty());
   EXPECT_TRUE(WaitForEvent("neg", "InvalidSpec"));
+}
+
+// The operator may only create Secrets (RBAC: no get/list/watch): it never
+// reads one, creates the job's token Secret only while pods are missing, and
+// takes AlreadyExists (a Secret of this job from an earlier pass or an
+// earlier operator) as done, keeping that token.
+TEST_F(ControllerTest, TokenSecretIsCreatedButNeverRead) {
+  KT_REQUIRE_EMULATOR(target_);
+  Json job = CreateJob(MakeJob("tok", 1, 2));
+  Json secret{{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "Opaque"}};
+  secret["metadata"] = {{"name", "tok-token"},
+                        {"namespace", ns()},
+                        {"labels", {{"kubetrain.io/job-name", "tok"}}},
+                        {"ownerReferences", Json::array({kube::ControllerReference(job)})}};
+  secret["data"] = {{"token", "ZWFybGllcg=="}};  // "earlier"
+  ASSERT_TRUE(client().Create(kube::kSecrets, ns(), secret).ok());
+  const int posts_before = target_->emulator()->RequestCount("POST", "/secrets");
+
+  StartController();
+  ASSERT_TRUE(WaitForPods("tok", 3));
+  EXPECT_TRUE(WaitForCondition("tok", kCondCreated));
+  EXPECT_GE(target_->emulator()->RequestCount("POST", "/secrets"), posts_before + 1);
+  absl::StatusOr<Json> kept = client().Get(kube::kSecrets, ns(), "tok-token");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kube::StringAt(*kept, {"data", "token"}), "ZWFybGllcg==") << "AlreadyExists kept";
+
+  // Every pod exists: later passes create no Secret.
+  const int posts = target_->emulator()->RequestCount("POST", "/secrets");
+  SetAllRunning("tok");
+  ASSERT_TRUE(WaitForCondition("tok", kCondRunning));
+  EXPECT_EQ(target_->emulator()->RequestCount("POST", "/secrets"), posts);
+  // A replica's pod deleted: the pass that recreates it creates (tries to)
+  // the Secret again, the job keeps running on the same token.
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "tok-worker-1").ok());
+  ASSERT_TRUE(WaitFor([&] {
+    return target_->emulator()->RequestCount("POST", "/secrets") > posts &&
+           Pods("tok").count("tok-worker-1") == 1;
+  }));
+  kept = client().Get(kube::kSecrets, ns(), "tok-token");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kube::StringAt(*kept, {"data", "token"}), "ZWFybGllcg==");
+  // Never a GET (get, list or watch) on Secrets from the operator; the two
+  // reads above are the test's own, through the emulator's Get.
+  EXPECT_EQ(target_->emulator()->RequestCount("GET", "/secrets"), 2);
 }
 
 TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {

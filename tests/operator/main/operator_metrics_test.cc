@@ -99,12 +99,20 @@ TEST(PrometheusOperatorMetricsTest, CountersPerNamespace) {
   metrics.JobRestarted("team-b");
   for (int i = 0; i < 4; ++i) metrics.PodCreated("team-a");
   const std::string text = Scrape(registry);
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs_created_total{namespace=\"team-a\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs_created_total{namespace=\"team-b\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs_succeeded_total{namespace=\"team-a\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs_failed_total{namespace=\"team-b\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs_restarted_total{namespace=\"team-b\"} 3\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_pods_created_total{namespace=\"team-a\"} 4\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_operator_jobs_created_total{training_namespace=\"team-a\"} 2\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_operator_jobs_created_total{training_namespace=\"team-b\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("kubetrain_operator_jobs_succeeded_total{training_namespace=\"team-a\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("kubetrain_operator_jobs_failed_total{training_namespace=\"team-b\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("kubetrain_operator_jobs_restarted_total{training_namespace=\"team-b\"} 3\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_operator_pods_created_total{training_namespace=\"team-a\"} 4\n"));
 }
 
 TEST(PrometheusOperatorMetricsTest, SetJobPhasesReplacesEverySeries) {
@@ -112,16 +120,20 @@ TEST(PrometheusOperatorMetricsTest, SetJobPhasesReplacesEverySeries) {
   PrometheusOperatorMetrics metrics(registry);
   metrics.SetJobPhases({{{"a", "Running"}, 2}, {{"a", "Succeeded"}, 1}, {{"b", "Failed"}, 3}});
   std::string text = Scrape(registry);
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs{namespace=\"a\",phase=\"Running\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs{namespace=\"a\",phase=\"Succeeded\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs{namespace=\"b\",phase=\"Failed\"} 3\n"));
+  EXPECT_THAT(text,
+              HasSubstr("kubetrain_operator_jobs{phase=\"Running\",training_namespace=\"a\"} 2\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_operator_jobs{phase=\"Succeeded\",training_namespace=\"a\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("kubetrain_operator_jobs{phase=\"Failed\",training_namespace=\"b\"} 3\n"));
 
   // a's job finished, b's were deleted: their series go away.
   metrics.SetJobPhases({{{"a", "Succeeded"}, 3}});
   text = Scrape(registry);
-  EXPECT_THAT(text, HasSubstr("kubetrain_operator_jobs{namespace=\"a\",phase=\"Succeeded\"} 3\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_operator_jobs{phase=\"Succeeded\",training_namespace=\"a\"} 3\n"));
   EXPECT_THAT(text, Not(HasSubstr("phase=\"Running\"")));
-  EXPECT_THAT(text, Not(HasSubstr("namespace=\"b\"")));
+  EXPECT_THAT(text, Not(HasSubstr("training_namespace=\"b\"")));
 
   metrics.SetJobPhases({});
   EXPECT_THAT(Scrape(registry), Not(HasSubstr("kubetrain_operator_jobs{")));

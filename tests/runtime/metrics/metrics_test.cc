@@ -23,7 +23,7 @@ using testing_util::HttpGet;
 using testing_util::SumSeries;
 
 RuntimeMetricsOptions AllRoles() {
-  return {.constant_labels = {{"job", "fmnist"}, {"replica_type", "worker"}},
+  return {.constant_labels = {{"training_job", "fmnist"}, {"replica_type", "worker"}},
           .training = true,
           .evaluates = true,
           .ps_client = true,
@@ -84,7 +84,7 @@ TEST(MetricNames, FollowPrometheusConventionsAndAreComplete) {
     for (const prometheus::ClientMetric& c : f.metric) {
       std::set<std::string> keys;
       for (const auto& l : c.label) keys.insert(l.name);
-      EXPECT_TRUE(keys.count("job")) << f.name;
+      EXPECT_TRUE(keys.count("training_job")) << f.name;
     }
   }
   EXPECT_EQ(exported, declared) << "every declared family is exported by some role";
@@ -101,10 +101,17 @@ TEST(ConstantLabels, ComeFromTheEnvironmentWithTfConfigFallback) {
     return it->second;
   };
   prometheus::Labels l = ConstantLabelsFromEnv(lookup, "ps", "0");
-  EXPECT_EQ(l, (prometheus::Labels{{"job", "fmnist"},
-                                   {"namespace", "team-a"},
+  EXPECT_EQ(l, (prometheus::Labels{{"training_job", "fmnist"},
+                                   {"training_namespace", "team-a"},
                                    {"replica_type", "worker"},
                                    {"replica_index", "1"}}));
+  // None of them is a label Prometheus sets on every target: without
+  // honor_labels (a PodMonitor's default) a clash would rename ours
+  // exported_<name> and the alerts would group by the scrape job instead.
+  for (const char* target_label :
+       {"job", "namespace", "instance", "pod", "container", "endpoint", "service"}) {
+    EXPECT_EQ(l.count(target_label), 0u) << target_label;
+  }
   env.clear();
   env["KUBETRAIN_NAMESPACE"] = "";
   l = ConstantLabelsFromEnv(lookup, "ps", "0");
@@ -152,7 +159,8 @@ TEST(RuntimeMetrics, ValuesAndLabels) {
   EXPECT_EQ(SumSeries(text, "kubetrain_ps_rejected_pushes_total"), 1);
   EXPECT_EQ(SumSeries(text, "kubetrain_exchange_duration_seconds_count", {"op=\"pull\""}), 1);
   EXPECT_EQ(SumSeries(text, "kubetrain_start_time_seconds"), 1.7e9);
-  EXPECT_THAT(text, HasSubstr("kubetrain_steps_total{job=\"fmnist\",replica_type=\"worker\"} 2"));
+  EXPECT_THAT(
+      text, HasSubstr("kubetrain_steps_total{replica_type=\"worker\",training_job=\"fmnist\"} 2"));
 }
 
 TEST(RuntimeMetrics, PromtoolAcceptsTheOutput) {
