@@ -19,7 +19,12 @@ Json OwnedMetadata(const api::TrainingJob& job, const Json& job_json, const std:
 }  // namespace
 
 std::string TokenSecretName(const api::TrainingJob& job) {
-  return absl::StrCat(job.metadata.name, "-token");
+  // The UID makes the name belong to this incarnation of the job: a job
+  // deleted and created again under the same name must not find (and, never
+  // reading Secrets, silently keep) its predecessor's Secret, which garbage
+  // collection is about to remove.
+  if (job.metadata.uid.empty()) return absl::StrCat(job.metadata.name, "-token");
+  return absl::StrCat(job.metadata.name, "-token-", job.metadata.uid.substr(0, 8));
 }
 
 std::string PodRestartPolicy(api::RestartPolicy policy) {

@@ -36,6 +36,7 @@ struct BuildOptions {
   std::string gang_scheduler;  // "" or "volcano"
 };
 
+// "<job>-token-<first 8 characters of the job's UID>".
 std::string TokenSecretName(const api::TrainingJob& job);
 
 // `job_json` is the TrainingJob as read from the API (for the owner

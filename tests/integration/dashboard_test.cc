@@ -123,22 +123,25 @@ TEST(Dashboard, EveryPanelQueriesMetricsThatExist) {
     exprs.emplace_back("alert-rules.yaml", line);
   }
 
-  // What a running job's replicas really export.
-  MetricsJob job;
-  job.Start();
+  // What running jobs' replicas really export: a parameter-server job and
+  // an allreduce job.
   std::set<std::string> known = OperatorSeriesNames();
-  for (const auto& [type, index] : job.All()) {
-    std::string body;
-    ASSERT_TRUE(job.WaitForScrape(
-        type, index,
-        [](const std::string& t) {
-          return metrics::testing_util::SumSeries(t, "kubetrain_global_step").value_or(0) > 0;
-        },
-        std::chrono::seconds(30), &body))
-        << type << "-" << index << ": " << body;
-    for (const std::string& n : metrics::testing_util::SampleNames(body)) known.insert(n);
+  for (int num_ps : {1, 0}) {
+    MetricsJob job(num_ps);
+    job.Start();
+    for (const auto& [type, index] : job.All()) {
+      std::string body;
+      ASSERT_TRUE(job.WaitForScrape(
+          type, index,
+          [](const std::string& t) {
+            return metrics::testing_util::SumSeries(t, "kubetrain_global_step").value_or(0) > 0;
+          },
+          std::chrono::seconds(30), &body))
+          << type << "-" << index << ": " << body;
+      for (const std::string& n : metrics::testing_util::SampleNames(body)) known.insert(n);
+    }
+    job.Stop();
   }
-  job.Stop();
 
   int checked = 0;
   for (const auto& [where, expr] : exprs) {

@@ -44,9 +44,11 @@ std::string Key(const std::string& type, int index) { return absl::StrCat(type, 
 
 }  // namespace
 
-MetricsJob::MetricsJob() : replicas_(KUBETRAIN_BIN, /*num_ps=*/1, /*num_workers=*/2) {
+MetricsJob::MetricsJob(int num_ps)
+    : num_ps_(num_ps), replicas_(KUBETRAIN_BIN, num_ps, /*num_workers=*/2) {
   WriteDataset(dir_, 400, 50);
-  absl::StatusOr<std::vector<int>> ports = launcher::AllocateLoopbackPorts(3);
+  absl::StatusOr<std::vector<int>> ports =
+      launcher::AllocateLoopbackPorts(static_cast<int>(All().size()));
   EXPECT_TRUE(ports.ok()) << ports.status();
   if (!ports.ok()) return;
   int i = 0;

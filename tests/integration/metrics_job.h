@@ -1,4 +1,4 @@
-// MetricsJob: a small parameter-server job (1 PS + 2 workers) of the real
+// MetricsJob: a small job (1 PS + 2 workers, or 2 allreduce workers) of the real
 // `kubetrain` binary on a tiny synthetic dataset, with its own free metrics
 // port per replica and the environment the operator gives pods
 // (KUBETRAIN_JOB_NAME, _NAMESPACE, _REPLICA_TYPE, _REPLICA_INDEX,
@@ -25,7 +25,8 @@ class MetricsJob {
   static constexpr char kJobName[] = "metrics-it";
   static constexpr char kNamespace[] = "kt-test";
 
-  MetricsJob();
+  // `num_ps` 0: a worker-only job that exchanges by allreduce.
+  explicit MetricsJob(int num_ps = 1);
   ~MetricsJob();  // Stop()s what still runs
 
   // Starts the PS and both workers; `extra_args` go to every replica.
@@ -45,10 +46,12 @@ class MetricsJob {
   LocalReplicas& replicas() { return replicas_; }
   // type-index pairs of every replica.
   std::vector<std::pair<std::string, int>> All() const {
+    if (num_ps_ == 0) return {{"worker", 0}, {"worker", 1}};
     return {{"ps", 0}, {"worker", 0}, {"worker", 1}};
   }
 
  private:
+  const int num_ps_;
   data::testing_util::TempDir dir_;
   LocalReplicas replicas_;
   std::map<std::string, int> metrics_ports_;

@@ -44,6 +44,11 @@ AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, train::Lr
       incarnation_(NewIncarnation()) {}
 
 AllreduceExchange::~AllreduceExchange() {
+  // Rank 0 hosts the rendezvous: after a lost peer it stays until the other
+  // ranks have the job-wide reason, or they would blame rank 0's exit.
+  if (server_ != nullptr && client_ != nullptr && !client_->AbortStatus().ok()) {
+    server_->WaitUntilAbortIsKnown(std::min(5.0, options_.peer_timeout_seconds));
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;

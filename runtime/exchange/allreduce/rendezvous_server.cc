@@ -18,6 +18,22 @@ void RendezvousService::Close() {
   cv_.notify_all();
 }
 
+void RendezvousService::WaitUntilAbortIsKnown(double seconds) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (abort_reason_.empty()) return;
+  const double deadline = clock_.NowSeconds() + seconds;
+  auto all_know = [this] {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      // Rank 0 is the caller; the lost rank is gone.
+      if (i != 0 && static_cast<int>(i) != lost_rank_ && !ranks_[i].knows_abort) return false;
+    }
+    return true;
+  };
+  while (!all_know() && clock_.NowSeconds() < deadline) {
+    cv_.wait_for(l, std::chrono::milliseconds(50));
+  }
+}
+
 void RendezvousService::FillWorld(v1::JoinResponse* resp) const {
   resp->set_generation(options_.generation);
   resp->set_nccl_unique_id(options_.nccl_unique_id);
@@ -138,6 +154,10 @@ grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::He
   }
   resp->set_abort_reason(abort_reason_);
   resp->set_lost_rank(abort_reason_.empty() ? -1 : lost_rank_);
+  if (!abort_reason_.empty()) {
+    r.knows_abort = true;
+    cv_.notify_all();
+  }
   return grpc::Status::OK;
 }
 
@@ -146,6 +166,10 @@ grpc::Status RendezvousService::Abort(grpc::ServerContext* ctx, const v1::AbortR
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
   std::lock_guard<std::mutex> l(mu_);
   if (req->generation() == options_.generation) RecordAbort(req->lost_rank(), req->reason());
+  if (req->rank() >= 0 && req->rank() < static_cast<int>(ranks_.size()) && !abort_reason_.empty()) {
+    ranks_[static_cast<size_t>(req->rank())].knows_abort = true;
+    cv_.notify_all();
+  }
   resp->set_abort_reason(abort_reason_);
   resp->set_lost_rank(lost_rank_);
   return grpc::Status::OK;

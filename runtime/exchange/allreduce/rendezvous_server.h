@@ -46,6 +46,10 @@ class RendezvousService final : public v1::Rendezvous::Service {
 
   // Wakes Join calls still waiting (server shutdown).
   void Close();
+  // After an abort: waits until every rank still alive has been told the
+  // reason (by a heartbeat answer or its own Abort call), at most `seconds`,
+  // so that rank 0 leaving does not make the others blame rank 0.
+  void WaitUntilAbortIsKnown(double seconds);
 
  private:
   struct RankState {
@@ -53,6 +57,7 @@ class RendezvousService final : public v1::Rendezvous::Service {
     v1::RankInfo info;
     double last_seen = 0;
     int64_t started = 0, finished = 0;
+    bool knows_abort = false;
   };
   void FillWorld(v1::JoinResponse* resp) const;                // mu_ held
   void RecordAbort(int lost_rank, const std::string& reason);  // mu_ held
@@ -78,6 +83,7 @@ class RendezvousServer {
                                                                  const Clock& clock);
   ~RendezvousServer();
   int port() const { return port_; }
+  void WaitUntilAbortIsKnown(double seconds) { service_->WaitUntilAbortIsKnown(seconds); }
 
  private:
   RendezvousServer() = default;

@@ -27,10 +27,18 @@ double Now() {
 
 void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
 
+// Connected sockets block, with send and receive timeouts of one poll
+// interval: a large transfer is then one system call that the kernel fills
+// (MSG_WAITALL) instead of a read, a poll and a wake-up per 64 KB segment,
+// and the caller's check still runs every interval while a peer is silent.
 void TuneSocket(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) & ~O_NONBLOCK);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  timeval tv{0, kPollMillis * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 absl::Status Errno(const std::string& what) {
@@ -40,19 +48,6 @@ absl::Status Errno(const std::string& what) {
     return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(e)));
   }
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(e)));
-}
-
-// Waits for `events` on fd, calling `check` between polls.
-absl::Status WaitFor(int fd, short events, const IoCheck& check) {
-  while (true) {
-    if (check) {
-      if (absl::Status s = check(); !s.ok()) return s;
-    }
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, kPollMillis);
-    if (r > 0) return absl::OkStatus();  // ready, or an error the next call reports
-    if (r < 0 && errno != EINTR) return Errno("poll");
-  }
 }
 
 }  // namespace
@@ -175,10 +170,15 @@ absl::Status TcpConnection::SendAll(const void* data, size_t n, const IoCheck& c
       if (absl::Status s = Throttle(static_cast<size_t>(w), check); !s.ok()) return s;
       p += w;
       n -= static_cast<size_t>(w);
+      if (n > 0 && check) {  // a send cut short by the timeout
+        if (absl::Status s = check(); !s.ok()) return s;
+      }
       continue;
     }
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status s = WaitFor(fd_, POLLOUT, check); !s.ok()) return s;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // the send timeout
+      if (check) {
+        if (absl::Status s = check(); !s.ok()) return s;
+      }
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
@@ -191,15 +191,20 @@ absl::Status TcpConnection::RecvAll(void* data, size_t n, const IoCheck& check) 
   if (fd_ < 0) return absl::FailedPreconditionError("connection is closed");
   char* p = static_cast<char*>(data);
   while (n > 0) {
-    const ssize_t r = recv(fd_, p, n, 0);
+    const ssize_t r = recv(fd_, p, n, MSG_WAITALL);
     if (r > 0) {
       p += r;
       n -= static_cast<size_t>(r);
+      if (n > 0 && check) {  // the receive timeout cut it short
+        if (absl::Status s = check(); !s.ok()) return s;
+      }
       continue;
     }
     if (r == 0) return absl::UnavailableError("the peer closed the connection");
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (absl::Status s = WaitFor(fd_, POLLIN, check); !s.ok()) return s;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {  // the receive timeout
+      if (check) {
+        if (absl::Status s = check(); !s.ok()) return s;
+      }
       continue;
     }
     if (errno == EINTR) continue;
@@ -268,7 +273,7 @@ absl::StatusOr<TcpConnection> TcpListener::Accept(double timeout_seconds, const 
   if (fd_ < 0) return absl::FailedPreconditionError("listener is closed");
   const double deadline = Now() + timeout_seconds;
   while (true) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
       TuneSocket(fd);
       return TcpConnection(fd);

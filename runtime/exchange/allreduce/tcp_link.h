@@ -1,7 +1,7 @@
 // Direct TCP links for the allreduce data plane (as Gloo does): a listener
-// on an ephemeral port, connections with non-blocking I/O that poll a
-// caller-supplied check every 100 ms, so a transfer stuck on a silent or
-// aborted peer stops with that check's error instead of hanging.
+// on an ephemeral port, connections whose blocking sends and receives time
+// out every 100 ms to run a caller-supplied check, so a transfer stuck on a
+// silent or aborted peer stops with that check's error instead of hanging.
 // TcpConnection and TcpListener are move-only owners of their socket; one
 // thread sends and another receives on the same connection safely, but two
 // threads must not send (or receive) on it at once.

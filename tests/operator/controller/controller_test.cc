@@ -65,8 +65,8 @@ TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
     bool token_from_secret = false;
     for (const Json& e : pod["spec"]["containers"][0]["env"]) {
       if (e.value("name", "") == "KUBETRAIN_JOB_TOKEN") {
-        token_from_secret =
-            kube::StringAt(e, {"valueFrom", "secretKeyRef", "name"}) == "mnist-token";
+        token_from_secret = kube::StringAt(e, {"valueFrom", "secretKeyRef", "name"}) ==
+                            "mnist-token-" + kube::Uid(job).substr(0, 8);
       }
     }
     EXPECT_TRUE(token_from_secret) << name;
@@ -81,7 +81,8 @@ TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
   Json svc = Services("mnist")["mnist-worker-1"];
   EXPECT_EQ(svc["spec"]["clusterIP"], "None");
   EXPECT_EQ(svc["spec"]["selector"]["kubetrain.io/replica-index"], "1");
-  EXPECT_TRUE(client().Get(kube::kSecrets, ns(), "mnist-token").ok());
+  EXPECT_TRUE(
+      client().Get(kube::kSecrets, ns(), "mnist-token-" + kube::Uid(job).substr(0, 8)).ok());
   EXPECT_TRUE(WaitForCondition("mnist", kCondCreated));
 
   SetAllRunning("mnist");
@@ -352,8 +353,10 @@ TEST_F(ControllerTest, InvalidSpecFailsAndCreatesNothing) {
 TEST_F(ControllerTest, TokenSecretIsCreatedButNeverRead) {
   KT_REQUIRE_EMULATOR(target_);
   Json job = CreateJob(MakeJob("tok", 1, 2));
+  const std::string secret_name =
+      "tok-token-" + kube::StringAt(job, {"metadata", "uid"}).substr(0, 8);
   Json secret{{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "Opaque"}};
-  secret["metadata"] = {{"name", "tok-token"},
+  secret["metadata"] = {{"name", secret_name},
                         {"namespace", ns()},
                         {"labels", {{"kubetrain.io/job-name", "tok"}}},
                         {"ownerReferences", Json::array({kube::ControllerReference(job)})}};
@@ -365,7 +368,7 @@ TEST_F(ControllerTest, TokenSecretIsCreatedButNeverRead) {
   ASSERT_TRUE(WaitForPods("tok", 3));
   EXPECT_TRUE(WaitForCondition("tok", kCondCreated));
   EXPECT_GE(target_->emulator()->RequestCount("POST", "/secrets"), posts_before + 1);
-  absl::StatusOr<Json> kept = client().Get(kube::kSecrets, ns(), "tok-token");
+  absl::StatusOr<Json> kept = client().Get(kube::kSecrets, ns(), secret_name);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kube::StringAt(*kept, {"data", "token"}), "ZWFybGllcg==") << "AlreadyExists kept";
 
@@ -381,12 +384,41 @@ TEST_F(ControllerTest, TokenSecretIsCreatedButNeverRead) {
     return target_->emulator()->RequestCount("POST", "/secrets") > posts &&
            Pods("tok").count("tok-worker-1") == 1;
   }));
-  kept = client().Get(kube::kSecrets, ns(), "tok-token");
+  kept = client().Get(kube::kSecrets, ns(), secret_name);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kube::StringAt(*kept, {"data", "token"}), "ZWFybGllcg==");
   // Never a GET (get, list or watch) on Secrets from the operator; the two
   // reads above are the test's own, through the emulator's Get.
   EXPECT_EQ(target_->emulator()->RequestCount("GET", "/secrets"), 2);
+}
+
+// A job deleted and created again under the same name must not inherit the
+// old job's Secret (which garbage collection is removing, and which the
+// operator, never reading Secrets, could not tell apart): the name carries
+// the job's UID.
+TEST_F(ControllerTest, ARecreatedJobGetsATokenSecretOfItsOwn) {
+  StartController();
+  Json first = CreateJob(MakeJob("again", 0, 1));
+  ASSERT_TRUE(WaitForPods("again", 1));
+  ASSERT_TRUE(client().Delete(kube::kTrainingJobs, ns(), "again").ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return absl::IsNotFound(client().Get(kube::kTrainingJobs, ns(), "again").status()); }));
+  Json second = CreateJob(MakeJob("again", 0, 1));
+  ASSERT_NE(kube::Uid(first), kube::Uid(second));
+  const std::string name = "again-token-" + kube::Uid(second).substr(0, 8);
+  ASSERT_TRUE(WaitFor([&] {
+    std::map<std::string, Json> pods = Pods("again");
+    return pods.count("again-worker-0") == 1 &&
+           kube::ControllerUid(pods["again-worker-0"]) == kube::Uid(second);
+  }));
+  EXPECT_TRUE(client().Get(kube::kSecrets, ns(), name).ok()) << name;
+  bool refers = false;
+  for (const Json& e : Pods("again")["again-worker-0"]["spec"]["containers"][0]["env"]) {
+    if (e.value("name", "") == "KUBETRAIN_JOB_TOKEN") {
+      refers = kube::StringAt(e, {"valueFrom", "secretKeyRef", "name"}) == name;
+    }
+  }
+  EXPECT_TRUE(refers) << "the new job's pods read the new job's Secret";
 }
 
 TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {
