@@ -3,6 +3,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+SETUP_ARGS ?=
 KUBETRAIN := $(BUILD_DIR)/runtime/kubetrain
 
 .PHONY: all setup configure build run test bench format clean
@@ -10,7 +11,7 @@ KUBETRAIN := $(BUILD_DIR)/runtime/kubetrain
 all: build
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh $(SETUP_ARGS)
 
 configure: setup
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
