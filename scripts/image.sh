@@ -44,6 +44,9 @@ pick_engine() {
   if [ "${ENGINE[0]}" = podman ] || [[ "${ENGINE[0]}" == */podman ]]; then
     BUILD_FLAGS=(--network host --ulimit nofile=20000:20000)
   fi
+  # The Dockerfile's ccache cache mount (RUN --mount) needs BuildKit, docker's default builder
+  # since 23.0 (with the buildx plugin); ask for it on older ones.
+  export DOCKER_BUILDKIT=1
 }
 
 case "${1:-}" in
