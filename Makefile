@@ -3,14 +3,15 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+SETUP_ARGS ?=
 KUBETRAIN := $(BUILD_DIR)/runtime/kubetrain
 
-.PHONY: all setup configure build run test bench format clean
+.PHONY: all setup configure build run test bench image format clean
 
 all: build
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh $(SETUP_ARGS)
 
 configure: setup
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
@@ -36,6 +37,13 @@ bench: build
 	  $(BUILD_DIR)/bench/kubetrain_operator_bench \
 	    --operator-binary=$(BUILD_DIR)/operator/kubetrain-operator; \
 	else echo "informer/operator benchmarks skipped: build with KUBETRAIN_BUILD_TESTS=ON"; fi
+
+# The images kubetrain:<version> (runtime) and kubetrain-operator:<version>, built from the
+# Dockerfile with docker when its daemon answers, else podman (scripts/image.sh says how);
+# the version is CMakeLists.txt's. IMAGE_ARGS go to each build, e.g. --build-arg RUN_TESTS=1.
+IMAGE_ARGS ?=
+image:
+	@bash scripts/image.sh $(IMAGE_ARGS)
 
 format:
 	@git ls-files '*.cc' '*.h' '*.cu' | xargs clang-format -i

@@ -2,17 +2,32 @@
 # Installs every Debian package that kubetrain's build, tests and benchmarks need.
 # Idempotent: when everything is present it prints nothing and exits 0.
 # Uses sudo only when not running as root. The list is documented in DEVELOPERS.md.
+#   scripts/setup.sh                everything: build, tests, benchmarks, packaging tools
+#   scripts/setup.sh --build-only   only what compiling the two binaries needs (the image
+#                                   build without tests: no test packages, Node.js, helm)
 set -euo pipefail
 
-PACKAGES=(
+BUILD_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --build-only) BUILD_ONLY=1 ;;
+  *) echo "usage: scripts/setup.sh [--build-only]" >&2; exit 2 ;;
+esac
+
+BUILD_PACKAGES=(
   # toolchain
-  build-essential g++ cmake make pkg-config git ccache clang-format
+  build-essential g++ cmake make pkg-config ccache
   # gRPC and protobuf
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # libraries
   libabsl-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libssl-dev libcurl4-openssl-dev
   libcpprest-dev prometheus-cpp-dev libcivetweb-dev
+)
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
+  # development tools
+  git clang-format
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data, peers and tools used by tests
@@ -20,6 +35,10 @@ PACKAGES=(
   # chart tests (helm ships inside an npm tarball) and schema/CEL checks
   unzip
 )
+
+if [ "$BUILD_ONLY" = 1 ]; then
+  PACKAGES=("${BUILD_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -30,7 +49,7 @@ done
 
 # Node.js may come from another source (nodesource bundles npm); only ask Debian
 # for it when no npm is on the PATH.
-if ! command -v npm >/dev/null 2>&1; then
+if [ "$BUILD_ONLY" = 0 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
 
@@ -45,6 +64,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "setup.sh: done"
 fi
+
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 # Node packages for the packaging tests (YAML, ajv, CEL), pinned by
 # tools/node/package-lock.json; reinstalled when the lock file changes.

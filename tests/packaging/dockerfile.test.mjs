@@ -1,8 +1,10 @@
-// The Dockerfile's structure (no Docker engine here): a build stage on
-// debian:bookworm that runs scripts/setup.sh, make build and make test; a slim
-// runtime stage with both binaries, Fashion-MNIST, a non-root user and
-// ENTRYPOINT kubetrain; every COPY source exists in the repository (and is not
-// .dockerignored) or is made by the stage it is copied from.
+// The Dockerfile's structure (the image build itself is tests/image, label `image`): a build
+// stage on debian:bookworm that runs scripts/setup.sh and make build (make test only with
+// RUN_TESTS=1, default off); two slim stages on debian:bookworm-slim, `operator` and `runtime`
+// (the last, so a plain `docker build` gives the runtime image), each with exactly its binary, the
+// library packages scripts/lib-packages.sh listed for it (checked again after the install), a
+// non-root user, its ENTRYPOINT and OCI labels; every COPY source exists in the repository (and
+// is not .dockerignored) or is made by the stage it is copied from.
 import {test} from 'node:test'
 import assert from 'node:assert/strict'
 import {existsSync, readFileSync, readdirSync} from 'node:fs'
@@ -50,55 +52,109 @@ for (const ins of instructions) {
   }
 }
 const resolve = (image) => image.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a, b) => globalArgs[a ?? b] ?? '')
+const byName = (name) => stages.find((s) => s.name === name)
 const build = stages[0]
-const runtime = stages.at(-1)
-const runs = (stage) => stage.steps.filter((s) => s.op === 'RUN').map((s) => s.args)
+// RUN commands, runs of spaces (from joined continuation lines) made one.
+const runs = (stage) => stage.steps.filter((s) => s.op === 'RUN').map((s) => s.args.replace(/\s+/g, ' '))
+const IMAGES = [
+  {stage: 'runtime', bin: 'kubetrain', dir: 'runtime'},
+  {stage: 'operator', bin: 'kubetrain-operator', dir: 'operator'},
+]
+const cmakeVersion = readFileSync(join(ROOT, 'CMakeLists.txt'), 'utf8').match(/^project\(kubetrain VERSION ([\d.]+)/m)[1]
 
-test('two stages: build on debian:bookworm, runtime on debian:bookworm-slim, bases as build args', () => {
-  assert.equal(stages.length, 2)
-  assert.equal(build.name, 'build')
+test('three stages: build on debian:bookworm; operator and runtime (last: the default target) on debian:bookworm-slim', () => {
+  assert.deepEqual(stages.map((s) => s.name), ['build', 'operator', 'runtime'])
   assert.equal(resolve(build.from), 'debian:bookworm')
-  assert.equal(resolve(runtime.from), 'debian:bookworm-slim')
+  for (const name of ['operator', 'runtime']) assert.equal(resolve(byName(name).from), 'debian:bookworm-slim', name)
   // The CUDA variant swaps the bases.
   assert.match(build.from, /\$\{?BASE_IMAGE/)
-  assert.match(runtime.from, /\$\{?RUNTIME_IMAGE/)
+  for (const name of ['operator', 'runtime']) assert.match(byName(name).from, /\$\{?RUNTIME_IMAGE/)
 })
 
-test('the build stage runs exactly scripts/setup.sh, make build and make test', () => {
+test('the build stage: scripts/setup.sh, make build with a ccache cache mount, make test only when asked', () => {
   const r = runs(build)
-  assert.ok(r.includes('bash scripts/setup.sh'), r.join('\n'))
-  assert.ok(r.some((x) => /^make build\b/.test(x)), 'make build')
-  const t = r.find((x) => /\bmake test\b/.test(x))
-  assert.ok(t, 'make test')
-  assert.ok('RUN_TESTS' in build.args && build.args.RUN_TESTS === '1', 'ARG RUN_TESTS=1 to skip the tests')
-  assert.match(t, /RUN_TESTS/)
+  const setup = r.find((x) => x.includes('scripts/setup.sh'))
+  assert.ok(setup, 'scripts/setup.sh')
+  assert.match(setup, /RUN_TESTS[\s\S]*bash scripts\/setup\.sh[\s\S]*bash scripts\/setup\.sh --build-only/)
+  const make = r.find((x) => /\bmake build\b/.test(x))
+  assert.ok(make, 'make build')
+  assert.match(make, /^--mount=type=cache,target=\/root\/\.cache\/ccache\b/, 'ccache in a cache mount')
+  assert.equal(build.steps.find((s) => s.op === 'ENV' && /CCACHE_DIR=/.test(s.args))?.args.match(/CCACHE_DIR=(\S+)/)[1],
+    '/root/.cache/ccache')
+  // The tests run only with RUN_TESTS=1 (default 0); without them they are not even compiled.
+  assert.equal(build.args.RUN_TESTS, '0', 'ARG RUN_TESTS=0: `docker build` runs no tests unless asked')
+  assert.match(make, /if \[ "\$\{RUN_TESTS\}" = "1" \]; then make build [^;]*&& make test; else make build SETUP_ARGS=--build-only CMAKE_FLAGS="-DKUBETRAIN_BUILD_TESTS=OFF -DKUBETRAIN_BUILD_BENCH=OFF/)
+  assert.match(readFileSync(join(ROOT, 'Makefile'), 'utf8'), /^\t@bash scripts\/setup\.sh \$\(SETUP_ARGS\)$/m)
   // No package manager calls of its own: setup.sh is the one list.
   assert.ok(!r.some((x) => /apt-get|npm /.test(x)), 'the build stage installs through scripts/setup.sh only')
+  // Each image's library packages, listed by scripts/lib-packages.sh (fails naming a library it cannot place).
+  const list = r.find((x) => x.includes('lib-packages.sh'))
+  for (const {stage, bin} of IMAGES) {
+    assert.match(list, new RegExp(`scripts/lib-packages\\.sh /out/bin/${bin} > /out/${stage}/packages\\.txt`), stage)
+    assert.match(list, new RegExp(`cp scripts/lib-packages\\.sh /out/${stage}/`), stage)
+  }
 })
 
-test('the runtime stage: binaries, their libraries, Fashion-MNIST, non-root, ENTRYPOINT kubetrain', () => {
-  const copies = runtime.steps.filter((s) => s.op === 'COPY').map((s) => s.args)
-  for (const bin of ['kubetrain', 'kubetrain-operator']) {
-    assert.ok(copies.some((c) => c.startsWith('--from=build') && c.endsWith(`/usr/local/bin/${bin}`)), bin)
-  }
-  const install = runs(runtime).join('\n')
-  assert.match(install, /dataset-fashion-mnist/)
-  assert.match(install, /runtime-packages\.txt/)
+for (const {stage: name, bin} of IMAGES) {
+  test(`the ${name} stage: ${bin} alone, its library packages checked, non-root, ENTRYPOINT ${bin}, OCI labels`, () => {
+    const stage = byName(name)
+    const copies = stage.steps.filter((s) => s.op === 'COPY').map((s) => s.args)
+    const binaries = copies.filter((c) => c.startsWith('--from=build /out/bin/'))
+    assert.deepEqual(binaries, [`--from=build /out/bin/${bin} /usr/local/bin/${bin}`])
+    assert.ok(copies.includes(`--from=build /out/${name}/ /tmp/packages/`), 'the package list and lib-packages.sh')
+    const r = runs(stage)
+    const install = r.find((x) => x.includes('apt-get install'))
+    assert.match(install, /\/tmp\/packages\/packages\.txt/)
+    assert.match(install, /--no-install-recommends ca-certificates /)
+    assert.match(install, /rm -rf \/var\/lib\/apt\/lists\/\*/)
+    if (name === 'runtime') assert.match(install, /dataset-fashion-mnist/)
+    else assert.doesNotMatch(install, /dataset-fashion-mnist/, 'the operator image needs no dataset')
+    // After the binary is in, its libraries are checked against what was installed.
+    const copyAt = stage.steps.findIndex((s) => s.op === 'COPY' && s.args.includes(`/usr/local/bin/${bin}`))
+    const checkAt = stage.steps.findIndex((s) => s.op === 'RUN' &&
+      s.args.startsWith(`bash /tmp/packages/lib-packages.sh --check /tmp/packages/packages.txt /usr/local/bin/${bin}`))
+    assert.ok(checkAt > copyAt && copyAt > 0, 'lib-packages.sh --check runs on the binary after it is copied in')
+    // The non-root user the chart and the examples expect.
+    const users = stage.steps.filter((s) => s.op === 'USER')
+    assert.equal(users.length, 1)
+    assert.equal(users[0].args, '65532:65532')
+    assert.ok(stage.steps.findIndex((s) => s.op === 'USER') > stage.steps.findLastIndex((s) => s.op === 'RUN'), 'USER after the last RUN')
+    assert.match(install, /groupadd --gid 65532 kubetrain/)
+    assert.match(install, /useradd --uid 65532 --gid 65532 /)
+    const entry = stage.steps.filter((s) => s.op === 'ENTRYPOINT')
+    assert.equal(entry.length, 1)
+    assert.deepEqual(JSON.parse(entry[0].args), [`/usr/local/bin/${bin}`])
+    const labels = stage.steps.filter((s) => s.op === 'LABEL').map((s) => s.args).join(' ')
+    assert.match(labels, new RegExp(`org\\.opencontainers\\.image\\.title="${bin}"`))
+    assert.match(labels, /org\.opencontainers\.image\.description="[^"]+"/)
+    assert.match(labels, /org\.opencontainers\.image\.version="\$\{VERSION\}"/)
+    assert.ok(stage.steps.some((s) => s.op === 'ARG' && s.args === 'VERSION'), 'ARG VERSION in the stage')
+  })
+}
+
+test('the runtime image ships the runtime default data directory', () => {
   const dataDir = readFileSync(join(ROOT, 'runtime/train/train_options.h'), 'utf8').match(/data_dir = "([^"]+)"/)[1]
-  assert.equal(dataDir, '/usr/share/datasets/fashion-mnist', 'the image ships the runtime default data directory')
-  const users = runtime.steps.filter((s) => s.op === 'USER')
-  assert.equal(users.length, 1)
-  const user = users[0].args.split(':')[0]
-  assert.ok(user !== 'root' && user !== '0', `USER ${user}`)
-  assert.ok(runtime.steps.findIndex((s) => s.op === 'USER') > runtime.steps.findLastIndex((s) => s.op === 'RUN'), 'USER after the last RUN')
-  if (/^\d+$/.test(user)) assert.match(install, new RegExp(`--uid ${user}\\b`))
-  const entry = runtime.steps.filter((s) => s.op === 'ENTRYPOINT')
-  assert.equal(entry.length, 1)
-  assert.deepEqual(JSON.parse(entry[0].args), ['/usr/local/bin/kubetrain'])
-  // The chart runs the operator as that user with a read-only root filesystem.
+  assert.equal(dataDir, '/usr/share/datasets/fashion-mnist', 'dataset-fashion-mnist installs here')
+})
+
+test('one version: CMakeLists.txt project VERSION is the Dockerfile default, scripts/image.sh tags and the binaries print it', () => {
+  assert.equal(globalArgs.VERSION, cmakeVersion)
+  const image = readFileSync(join(ROOT, 'scripts/image.sh'), 'utf8')
+  assert.match(image, /sed -n 's\/\^project\(kubetrain VERSION/)
+  assert.match(image, /--build-arg "VERSION=\$VERSION"/)
+  assert.match(image, /name=kubetrain; \[ "\$target" = operator \] && name=kubetrain-operator/)
+  assert.match(image, /-t "\$name:\$VERSION"/)
+  assert.match(readFileSync(join(ROOT, 'runtime/main.cc'), 'utf8'), new RegExp(`"kubetrain ${cmakeVersion.replace(/\./g, '\\.')}"`))
+  assert.match(readFileSync(join(ROOT, 'operator/operator_options.cc'), 'utf8'),
+    new RegExp(`"kubetrain-operator ${cmakeVersion.replace(/\./g, '\\.')}"`))
+  assert.match(readFileSync(join(ROOT, 'Makefile'), 'utf8'), /^image:\n\t@bash scripts\/image\.sh \$\(IMAGE_ARGS\)$/m)
+})
+
+test('the chart runs the operator as the image user, with the image entrypoint if it names a command', () => {
   const dep = readFileSync(join(ROOT, 'charts/kubetrain/templates/deployment.yaml'), 'utf8')
-  assert.match(dep, new RegExp(`runAsUser: ${user}\\b`))
-  assert.match(dep, /command: \[\/usr\/local\/bin\/kubetrain-operator\]/)
+  assert.match(dep, /runAsUser: 65532\b/)
+  const command = dep.match(/command: \[([^\]]*)\]/)
+  if (command) assert.equal(command[1].trim(), '/usr/local/bin/kubetrain-operator')
 })
 
 function dockerignored(path) {
@@ -146,12 +202,11 @@ test('.dockerignore keeps build outputs, caches and node_modules out of the cont
 
 // `make build` (cmake --build $(BUILD_DIR), BUILD_DIR=build) leaves each
 // executable in build/<the directory of its CMakeLists.txt>/ unless an output
-// directory or name is set; the build stage copies both from there and the
-// runtime stage installs them in /usr/local/bin.
+// directory or name is set; the build stage copies both from there.
 test('the binaries the build stage copies are CMake targets `make build` builds', () => {
   assert.match(readFileSync(join(ROOT, 'Makefile'), 'utf8'), /^BUILD_DIR \?= build$/m)
   const cp = runs(build).find((r) => r.includes('/out/bin/'))
-  for (const [dir, bin] of [['runtime', 'kubetrain'], ['operator', 'kubetrain-operator']]) {
+  for (const {dir, bin} of IMAGES) {
     assert.match(cp, new RegExp(`\\bbuild/${dir}/${bin}\\b`), `the build stage copies build/${dir}/${bin}`)
     assert.match(cp, new RegExp(`\\bstrip\\b[^&]*/out/bin/${bin}\\b`), `the build stage strips ${bin}`)
     const cmake = readFileSync(join(ROOT, dir, 'CMakeLists.txt'), 'utf8')
@@ -160,9 +215,6 @@ test('the binaries the build stage copies are CMake targets `make build` builds'
     assert.ok(!/EXCLUDE_FROM_ALL/.test(add[0]), `${bin} is EXCLUDE_FROM_ALL: make build would not build it`)
     assert.ok(!new RegExp(`set_target_properties\\(${bin}\\b[^)]*(OUTPUT_DIRECTORY|OUTPUT_NAME)`).test(cmake),
       `${bin}: an output directory or name moves it away from build/${dir}/${bin}`)
-    const copy = runtime.steps.filter((st) => st.op === 'COPY').map((st) => st.args)
-    assert.ok(copy.includes(`--from=build /out/bin/${bin} /usr/local/bin/${bin}`),
-      `the runtime stage copies ${bin} to /usr/local/bin/${bin}`)
   }
   const cmakeFiles = ['CMakeLists.txt', ...readdirSync(join(ROOT, 'cmake')).filter((f) => f.endsWith('.cmake')).map((f) => `cmake/${f}`)]
   for (const f of cmakeFiles) {
