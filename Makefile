@@ -30,6 +30,7 @@ test: build
 bench: build
 	@$(BUILD_DIR)/bench/kubetrain_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bench/kubetrain_ps_bench
+	@$(BUILD_DIR)/bench/kubetrain_allreduce_bench
 	@$(BUILD_DIR)/bench/kubetrain_metrics_bench --benchmark_counters_tabular=true
 	@# These two run against the API emulator, built with the tests.
 	@if [ -x $(BUILD_DIR)/bench/kubetrain_informer_bench ]; then \

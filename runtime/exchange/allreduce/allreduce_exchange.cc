@@ -8,22 +8,13 @@
 #include "absl/strings/str_join.h"
 #include "runtime/exchange/allreduce/collective_backend.h"
 #include "runtime/exchange/allreduce/ring_allreduce.h"
+#include "runtime/exchange/allreduce/ring_handshake.h"
 #include "runtime/exchange/checkpoint.h"
 
 namespace kubetrain::allreduce {
 namespace {
 
-constexpr uint32_t kHandshakeMagic = 0x4b545248;  // "KTRH"
 constexpr double kHandshakeSeconds = 5;
-
-struct Handshake {
-  uint32_t magic;
-  uint32_t rank;
-  uint64_t generation;
-  uint32_t token_bytes;
-  uint32_t reserved;
-};
-static_assert(sizeof(Handshake) == 24);
 
 uint64_t NewIncarnation() {
   std::random_device rd;
@@ -143,12 +134,11 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
         return absl::UnavailableError(
             absl::StrCat("cannot reach ", r.name(), "'s data plane: ", conn.status().message()));
       }
-      Handshake h{kHandshakeMagic, static_cast<uint32_t>(rank), joined->generation(),
-                  static_cast<uint32_t>(options_.token.size()), 0};
-      absl::Status s = conn->SendAll(&h, sizeof(h), abort_check);
-      if (s.ok()) s = conn->SendAll(options_.token.data(), options_.token.size(), abort_check);
-      if (!s.ok())
+      absl::Status s =
+          SendHandshake(*conn, rank, joined->generation(), options_.token, abort_check);
+      if (!s.ok()) {
         return absl::UnavailableError(absl::StrCat("handshake with ", r.name(), ": ", s.message()));
+      }
       right = *std::move(conn);
       const int left_rank = Mod(rank - 1, world);
       const double deadline = clock_.NowSeconds() + options_.rendezvous_timeout_seconds;
@@ -168,25 +158,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
             return absl::DeadlineExceededError("handshake timed out");
           return client_->AbortStatus();
         };
-        Handshake got{};
-        absl::Status hs = in->RecvAll(&got, sizeof(got), handshake_check);
-        std::string token;
-        if (hs.ok() && got.magic == kHandshakeMagic && got.token_bytes <= 4096) {
-          token.resize(got.token_bytes);
-          hs = in->RecvAll(token.data(), token.size(), handshake_check);
-        } else if (hs.ok()) {
-          hs = absl::InvalidArgumentError("not a kubetrain allreduce handshake");
-        }
-        if (hs.ok() && token != options_.token) {
-          hs = absl::PermissionDeniedError("missing or wrong job token (KUBETRAIN_JOB_TOKEN)");
-        } else if (hs.ok() && (got.generation != joined->generation() ||
-                               static_cast<int>(got.rank) != left_rank)) {
-          hs = absl::FailedPreconditionError(
-              absl::StrCat("rank ", got.rank, " of generation ", got.generation,
-                           " is not this ring's left "
-                           "neighbour (rank ",
-                           left_rank, " of generation ", joined->generation(), ")"));
-        }
+        const absl::Status hs =
+            ReceiveHandshake(*in, left_rank, joined->generation(), options_.token, handshake_check);
         if (!hs.ok()) {
           log_(absl::StrCat("refused a data-plane connection: ", hs.message()));
           continue;

@@ -1,0 +1,29 @@
+// The first bytes on every allreduce data-plane connection: who is calling
+// (rank), for which world (the rendezvous generation) and with what right
+// (the job token). The acceptor refuses a connection that is not its left
+// neighbour of this generation with the job token, so the token guards the
+// data plane as it guards the gRPC services. Functions are thread-safe.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_HANDSHAKE_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_HANDSHAKE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "runtime/exchange/allreduce/tcp_link.h"
+
+namespace kubetrain::allreduce {
+
+absl::Status SendHandshake(TcpConnection& conn, int rank, uint64_t generation,
+                           const std::string& token, const IoCheck& check);
+
+// OK when the caller is `expected_rank` of `generation` with `token`;
+// PermissionDenied for a wrong token, FailedPrecondition for another rank
+// or generation, InvalidArgument for bytes that are no handshake. `check`
+// bounds the wait (the caller's deadline).
+absl::Status ReceiveHandshake(TcpConnection& conn, int expected_rank, uint64_t generation,
+                              const std::string& token, const IoCheck& check);
+
+}  // namespace kubetrain::allreduce
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_HANDSHAKE_H_
