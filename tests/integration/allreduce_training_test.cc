@@ -36,8 +36,10 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// The shipped example with its worker count, args and run policy replaced.
-std::string ExampleJob(int workers, const std::string& args, const std::string& extra_policy) {
+// The shipped example with its worker count, args, backoff limit and (when
+// given) restart policy replaced.
+std::string ExampleJob(int workers, const std::string& args, const std::string& extra_policy,
+                       const std::string& restart_policy = "") {
   std::string yaml =
       ReadFile(std::string(KUBETRAIN_SOURCE_DIR) + "/examples/fmnist-allreduce.yaml");
   EXPECT_THAT(yaml, HasSubstr("replicas: 2"));
@@ -45,6 +47,11 @@ std::string ExampleJob(int workers, const std::string& args, const std::string& 
   yaml = std::regex_replace(yaml, std::regex("args: \\[[^\\]]*\\]"), "args: " + args);
   if (!extra_policy.empty()) {
     yaml = std::regex_replace(yaml, std::regex("backoffLimit: [0-9]+"), extra_policy);
+  }
+  if (!restart_policy.empty()) {
+    EXPECT_THAT(yaml, HasSubstr("restartPolicy: ExitCode"));
+    yaml = std::regex_replace(yaml, std::regex("restartPolicy: ExitCode"),
+                              "restartPolicy: " + restart_policy);
   }
   return yaml;
 }
@@ -152,7 +159,7 @@ TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromThe
                                   dir_.File("ckpt"),
                                   "--checkpoint-every-steps",
                                   std::to_string(kEvery)}),
-                            "backoffLimit: 12"));
+                            "backoffLimit: 12", "OnFailure"));
   ASSERT_TRUE(run->WaitForOutput(
       [](const std::string& o) {
         return LastStep(o, "fmnist-allreduce-worker-0") >= 2 * kEvery + 10;
@@ -165,6 +172,7 @@ TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromThe
   ASSERT_EQ(run->Wait(std::chrono::seconds(600)), 0) << run->Output();
   const std::string out = run->Output();
   EXPECT_THAT(out, HasSubstr("fmnist-allreduce-worker-2 killed by signal 9"));
+  EXPECT_THAT(out, HasSubstr("restartPolicy OnFailure"));
   for (int r : {0, 1, 3}) {
     EXPECT_TRUE(std::regex_search(
         out, std::regex(absl::StrCat("\\[fmnist-allreduce-worker-", r, "\\].*lost worker-2"))))
