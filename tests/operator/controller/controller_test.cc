@@ -413,12 +413,14 @@ TEST_F(ControllerTest, ARecreatedJobGetsATokenSecretOfItsOwn) {
   }));
   EXPECT_TRUE(client().Get(kube::kSecrets, ns(), name).ok()) << name;
   bool refers = false;
-  for (const Json& e : Pods("again")["again-worker-0"]["spec"]["containers"][0]["env"]) {
+  std::map<std::string, Json> pods = Pods("again");
+  for (const Json& e : pods["again-worker-0"]["spec"]["containers"][0]["env"]) {
     if (e.value("name", "") == "KUBETRAIN_JOB_TOKEN") {
       refers = kube::StringAt(e, {"valueFrom", "secretKeyRef", "name"}) == name;
     }
   }
-  EXPECT_TRUE(refers) << "the new job's pods read the new job's Secret";
+  EXPECT_TRUE(refers) << "the new job's pods read the new job's Secret, " << name << ": "
+                      << pods["again-worker-0"]["spec"]["containers"][0]["env"].dump();
 }
 
 TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {

@@ -28,6 +28,8 @@ RuntimeMetricsOptions AllRoles() {
           .evaluates = true,
           .ps_client = true,
           .ps_server = true,
+          .allreduce = true,
+          .writes_checkpoints = true,
           .start_time_unix_seconds = 1.7e9};
 }
 
@@ -47,6 +49,8 @@ void RecordEverything(RuntimeMetrics& m) {
   m.AddReceivedBytes(PeerRole::kWorker, 20);
   m.AddPeerRestart(PeerRole::kWorker);
   m.SetStalledPeers(1);
+  m.SetAllreduceStallSeconds(31);
+  m.RecordExchange(ExchangeOp::kAllreduce, PeerRole::kWorker, 0.02, 4096, 4096);
   m.SetWorkersConnected(2);
   m.AddRejectedPush(RejectReason::kNonFinite);
   m.RecordStaleness(3);
@@ -134,6 +138,15 @@ TEST(RuntimeMetrics, EachRoleExportsItsOwnFamilies) {
   EXPECT_TRUE(names(ps).count("kubetrain_ps_workers_connected"));
   EXPECT_TRUE(names(ps).count("kubetrain_checkpoints_written_total"));
   EXPECT_FALSE(names(ps).count("kubetrain_steps_total"));
+  // An allreduce worker: collective latency and stalls, no PS families; a
+  // PS worker has no allreduce stall gauge.
+  RuntimeMetrics ring({.constant_labels = {}, .training = true, .allreduce = true});
+  EXPECT_TRUE(names(ring).count("kubetrain_allreduce_stall_seconds"));
+  EXPECT_TRUE(names(ring).count("kubetrain_exchange_duration_seconds"));
+  EXPECT_TRUE(names(ring).count("kubetrain_stalled_peers"));
+  EXPECT_FALSE(names(ring).count("kubetrain_ps_workers_connected"));
+  EXPECT_FALSE(names(ring).count("kubetrain_checkpoints_written_total"));
+  EXPECT_FALSE(names(worker).count("kubetrain_allreduce_stall_seconds"));
   // Recording into a family the role lacks is a no-op.
   ps.RecordStep({.samples = 1});
   worker.SetWorkersConnected(3);
@@ -153,8 +166,11 @@ TEST(RuntimeMetrics, ValuesAndLabels) {
   EXPECT_EQ(SumSeries(text, "kubetrain_samples_total"), 128);
   EXPECT_EQ(SumSeries(text, "kubetrain_global_step"), 2);
   EXPECT_EQ(SumSeries(text, "kubetrain_exchange_sent_bytes_total", {"peer_role=\"ps\""}), 4096);
+  // 20 from a PS's worker, 4096 from an allreduce bucket.
   EXPECT_EQ(SumSeries(text, "kubetrain_exchange_received_bytes_total", {"peer_role=\"worker\""}),
-            20);
+            4116);
+  EXPECT_EQ(SumSeries(text, "kubetrain_exchange_duration_seconds_count", {"op=\"allreduce\""}), 1);
+  EXPECT_EQ(SumSeries(text, "kubetrain_allreduce_stall_seconds"), 31);
   EXPECT_EQ(SumSeries(text, "kubetrain_ps_rejected_pushes_total", {"reason=\"non_finite\""}), 1);
   EXPECT_EQ(SumSeries(text, "kubetrain_ps_rejected_pushes_total"), 1);
   EXPECT_EQ(SumSeries(text, "kubetrain_exchange_duration_seconds_count", {"op=\"pull\""}), 1);
