@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/launcher_output.h"
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_files.h"
@@ -24,7 +25,9 @@ namespace {
 
 using data::testing_util::TempDir;
 using ::testing::HasSubstr;
+using testing_util::LastStep;
 using testing_util::LastValue;
+using testing_util::PidOf;
 using testing_util::RunningProcess;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
@@ -60,26 +63,6 @@ std::string Args(const std::vector<std::string>& a) {
   std::string s = "[\"train\"";
   for (const auto& x : a) absl::StrAppend(&s, ", \"", x, "\"");
   return s + "]";
-}
-
-pid_t PidOf(const std::string& out, const std::string& name) {
-  std::regex re("started " + name + " \\(pid ([0-9]+)");
-  pid_t pid = -1;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
-       ++it) {
-    pid = std::stoi((*it)[1]);
-  }
-  return pid;
-}
-
-int64_t LastStep(const std::string& out, const std::string& name) {
-  std::regex re("\\[" + name + "\\] progress step=([0-9]+)");
-  int64_t step = -1;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
-       ++it) {
-    step = std::max<int64_t>(step, std::stoll((*it)[1]));
-  }
-  return step;
 }
 
 class AllreduceTraining : public ::testing::Test {

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/launcher_output.h"
 #include "tests/support/running_process.h"
 #include "tests/support/temp_files.h"
 
@@ -18,6 +19,8 @@ namespace {
 
 using data::testing_util::TempDir;
 using ::testing::HasSubstr;
+using testing_util::LastStep;
+using testing_util::PidOf;
 using testing_util::RunningProcess;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
@@ -46,29 +49,6 @@ spec:
          args + R"(}]}}
   runPolicy: {backoffLimit: 3}
 )";
-}
-
-// pid of replica `name` from the launcher's "started <name> (pid N)" lines
-// (the last start, after restarts).
-pid_t PidOf(const std::string& out, const std::string& name) {
-  std::regex re("started " + name + " \\(pid ([0-9]+)");
-  pid_t pid = -1;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
-       ++it) {
-    pid = std::stoi((*it)[1]);
-  }
-  return pid;
-}
-
-// The highest "progress step=N" the replica printed.
-int64_t LastStep(const std::string& out, const std::string& name) {
-  std::regex re("\\[" + name + "\\] progress step=([0-9]+)");
-  int64_t step = -1;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
-       ++it) {
-    step = std::max<int64_t>(step, std::stoll((*it)[1]));
-  }
-  return step;
 }
 
 class LauncherFaults : public ::testing::Test {
