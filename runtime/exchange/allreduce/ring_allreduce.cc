@@ -36,6 +36,41 @@ RingAllreduce::RingAllreduce(int rank, int world, TcpConnection right, TcpConnec
       left_(std::move(left)),
       options_(options) {}
 
+RingAllreduce::~RingAllreduce() {
+  {
+    std::lock_guard<std::mutex> l(job_mu_);
+    quit_ = true;
+    job_cv_.notify_all();
+  }
+  if (sender_.joinable()) sender_.join();
+}
+
+void RingAllreduce::StartSending(const std::function<void()>& job) {
+  std::lock_guard<std::mutex> l(job_mu_);
+  if (!sender_.joinable()) {
+    sender_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(job_mu_);
+      while (true) {
+        job_cv_.wait(lock, [this] { return quit_ || job_ != nullptr; });
+        if (job_ == nullptr) return;  // quit with nothing to send
+        const std::function<void()>* job = job_;
+        lock.unlock();
+        (*job)();
+        lock.lock();
+        job_ = nullptr;
+        job_cv_.notify_all();
+      }
+    });
+  }
+  job_ = &job;
+  job_cv_.notify_all();
+}
+
+void RingAllreduce::WaitForSending() {
+  std::unique_lock<std::mutex> l(job_mu_);
+  job_cv_.wait(l, [this] { return job_ == nullptr; });
+}
+
 void RingAllreduce::Shutdown() {
   right_.Shutdown();
   left_.Shutdown();
@@ -136,7 +171,9 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
     cv.notify_all();
   };
 
-  std::thread sender([&] {
+  // The sending half runs on the ring's sender thread, the receiving half
+  // here.
+  const std::function<void()> send_loop = [&] {
     for (size_t i = 0; i < send.size(); ++i) {
       if (send_dep[i] >= 0) {
         std::unique_lock<std::mutex> l(mu);
@@ -177,7 +214,8 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       }
       bytes_sent_ += static_cast<int64_t>(sizeof(h) + h.bytes);
     }
-  });
+  };
+  StartSending(send_loop);
 
   for (size_t i = 0; i < recv.size(); ++i) {
     const Item& it = recv[i];
@@ -221,7 +259,7 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
     ++processed;
     cv.notify_all();
   }
-  sender.join();
+  WaitForSending();
   // Report the root cause, not the other direction's cancellation.
   if (!recv_status.ok() && !absl::IsCancelled(recv_status)) return recv_status;
   if (!send_status.ok() && !absl::IsCancelled(send_status)) return send_status;

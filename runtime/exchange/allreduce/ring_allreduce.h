@@ -4,7 +4,8 @@
 //
 // AllreduceSum is a reduce-scatter then an allgather: 2(N-1) steps, each
 // rank sending 2(N-1)/N of the data. Each of the N segments is cut into
-// chunks; a sender thread and the receiving (calling) thread work on
+// chunks; a sender thread (kept for the ring's life) and the receiving
+// (calling) thread work on
 // different chunks at once, so sending, receiving and summing overlap and a
 // chunk moves on to the next rank as soon as it has been reduced. Every
 // chunk carries a 16-byte header (magic, collective number, position, size)
@@ -22,9 +23,13 @@
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_ALLREDUCE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +49,7 @@ class RingAllreduce final : public Collective {
  public:
   // world == 1 needs no links (every collective is a no-op).
   RingAllreduce(int rank, int world, TcpConnection right, TcpConnection left, RingOptions options);
+  ~RingAllreduce() override;
   RingAllreduce(const RingAllreduce&) = delete;
   RingAllreduce& operator=(const RingAllreduce&) = delete;
 
@@ -86,6 +92,11 @@ class RingAllreduce final : public Collective {
                    const std::vector<int64_t>& send_dep, const std::vector<Item>& recv,
                    v1::WireDType dtype, const IoCheck& check);
 
+  // The sender thread, started with the first collective and reused: it
+  // runs one collective's send loop at a time.
+  void StartSending(const std::function<void()>& job);
+  void WaitForSending();
+
   const int rank_, world_;
   TcpConnection right_, left_;
   const RingOptions options_;
@@ -94,6 +105,11 @@ class RingAllreduce final : public Collective {
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
   std::vector<uint16_t> send_half_;  // fp16 staging, sender thread
   std::vector<char> recv_buf_;       // receiving thread
+  std::mutex job_mu_;
+  std::condition_variable job_cv_;
+  const std::function<void()>* job_ = nullptr;  // guarded by job_mu_
+  bool quit_ = false;                           // guarded by job_mu_
+  std::thread sender_;
 };
 
 }  // namespace kubetrain::allreduce
