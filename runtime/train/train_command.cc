@@ -1,6 +1,12 @@
 #include "runtime/train/train_command.h"
 
+#include <poll.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <thread>
@@ -21,6 +27,7 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_server.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/launcher/signal_watcher.h"
 #include "runtime/metrics/constant_labels.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/runtime_metrics.h"
@@ -243,6 +250,35 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
                              " exchange=allreduce"));
   allreduce::AllreduceExchange exchange(ao, *schedule, clock,
                                         [&progress](const std::string& m) { progress.Info(m); });
+  // SIGTERM/SIGINT (a deleted pod, Ctrl-C): tell the other ranks who is
+  // leaving and why, then exit 128+signal.
+  absl::StatusOr<std::unique_ptr<launcher::SignalWatcher>> signals =
+      launcher::SignalWatcher::Install(/*interrupts=*/true);
+  if (!signals.ok()) return fail(signals.status());
+  std::atomic<bool> finished{false};
+  std::thread watcher([&] {
+    while (!finished) {
+      pollfd p{(*signals)->fd(), POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      for (int sig : (*signals)->Drain()) {
+        if (sig != SIGTERM && sig != SIGINT) continue;
+        const std::string why =
+            absl::StrCat(role.name, " stopped by signal ", sig, " (", strsignal(sig), ")");
+        exchange.Leave(why);
+        err << "kubetrain: " << why << "; exiting" << std::endl;
+        std::cout.flush();
+        std::_Exit(ExitForSignal(sig));
+      }
+    }
+  });
+  struct StopWatcher {
+    std::atomic<bool>& finished;
+    std::thread& watcher;
+    ~StopWatcher() {
+      finished = true;
+      watcher.join();
+    }
+  } stop_watcher{finished, watcher};
   TrainerOptions to = o.trainer;
   to.shard_index = rank;
   to.num_shards = role.num_workers;

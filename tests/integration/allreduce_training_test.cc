@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/launcher_output.h"
+#include "tests/support/local_replicas.h"
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_files.h"
@@ -168,6 +169,31 @@ TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromThe
   EXPECT_THAT(out, HasSubstr("resuming at step"));
   EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
   EXPECT_GT(LastValue(out, "final test_accuracy"), 0.7);
+}
+
+// A deleted pod gets SIGTERM: that worker tells the others it is leaving and
+// exits 128+15; the others exit 129 (retryable) naming it. Rank 0, which
+// hosts the rendezvous, stays until the other rank has the reason.
+TEST_F(AllreduceTraining, ASigtermedWorkerIsNamedByTheOthers) {
+  for (int victim : {1, 0}) {
+    SCOPED_TRACE(absl::StrCat("SIGTERM to worker-", victim));
+    const int other = 1 - victim;
+    testing_util::LocalReplicas job(KUBETRAIN_BIN, /*num_ps=*/0, /*num_workers=*/2);
+    job.StartAll({"--train-limit", "2000", "--epochs", "1000", "--threads", "1", "--log-every",
+                  "20", "--metrics-port", "0"});
+    ASSERT_TRUE(job.WaitForOutput(
+        "worker", victim,
+        [](const std::string& o) { return o.find("progress step=") != std::string::npos; },
+        std::chrono::seconds(120)))
+        << job.Output("worker", victim);
+    job.Kill("worker", victim, SIGTERM);
+    EXPECT_EQ(job.Wait("worker", victim, std::chrono::seconds(60)), 128 + SIGTERM)
+        << job.Output("worker", victim);
+    EXPECT_EQ(job.Wait("worker", other, std::chrono::seconds(60)), 129)
+        << job.Output("worker", other);
+    EXPECT_THAT(job.Output("worker", other),
+                HasSubstr(absl::StrCat("worker-", victim, " stopped by signal 15")));
+  }
 }
 
 }  // namespace

@@ -50,6 +50,17 @@ AllreduceExchange::~AllreduceExchange() {
   if (client_ != nullptr) client_->StopHeartbeats();
 }
 
+void AllreduceExchange::Leave(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> l(joined_mu_);
+    if (!joined_) return;
+  }
+  client_->ReportAbort(options_.rank, reason).IgnoreError();  // Aborted: the reason stands
+  if (server_ != nullptr) {
+    server_->WaitUntilAbortIsKnown(std::min(5.0, options_.peer_timeout_seconds));
+  }
+}
+
 std::string AllreduceExchange::name() const {
   return absl::StrCat("allreduce-", backend_.empty() ? options_.backend : backend_);
 }
@@ -116,6 +127,10 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
         "the rendezvous answered a world of ", joined->ranks_size(), " ranks, expected ", world));
   }
   client_->StartHeartbeats(joined->generation());
+  {
+    std::lock_guard<std::mutex> l(joined_mu_);
+    joined_ = true;
+  }
 
   if (backend_ == "nccl") {
     absl::StatusOr<std::unique_ptr<Collective>> c =

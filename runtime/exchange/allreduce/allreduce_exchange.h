@@ -90,6 +90,12 @@ class AllreduceExchange final : public exchange::Exchange {
                                std::span<float> params) override;
   absl::Status Finish() override;
 
+  // From another thread (a signal watcher): this rank is going away. Tells
+  // rank 0 why, so every other rank exits naming it, and on rank 0 waits
+  // (at most 5 s) until the others have that reason. Thread-safe; a no-op
+  // before the world has formed.
+  void Leave(const std::string& reason);
+
   float LearningRate(int64_t step) const { return schedule_.At(step); }
   int world_size() const { return static_cast<int>(options_.names.size()); }
   // Buckets whose allreduce started before Step() was called, in total.
@@ -123,6 +129,8 @@ class AllreduceExchange final : public exchange::Exchange {
   double last_checkpoint_time_ = 0;
   int64_t last_checkpoint_step_ = -1;
   std::atomic<int64_t> early_{0};
+  std::mutex joined_mu_;
+  bool joined_ = false;  // guarded by joined_mu_; client_ and server_ are set then
 
   // Communication thread.
   std::thread comm_;
