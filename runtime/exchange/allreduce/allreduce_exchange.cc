@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/env_vars.h"
 #include "runtime/exchange/allreduce/collective_backend.h"
 #include "runtime/exchange/allreduce/ring_allreduce.h"
 #include "runtime/exchange/checkpoint.h"
@@ -178,7 +179,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
           hs = absl::InvalidArgumentError("not a kubetrain allreduce handshake");
         }
         if (hs.ok() && token != options_.token) {
-          hs = absl::PermissionDeniedError("missing or wrong job token (KUBETRAIN_JOB_TOKEN)");
+          hs = absl::PermissionDeniedError(
+              absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
         } else if (hs.ok() && (got.generation != joined->generation() ||
                                static_cast<int>(got.rank) != left_rank)) {
           hs = absl::FailedPreconditionError(

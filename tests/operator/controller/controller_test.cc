@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "operator/api/cluster_spec.h"
-#include "operator/api/training_job.h"
+#include "api/cluster_spec.h"
+#include "api/training_job.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/kube/leader_elector.h"

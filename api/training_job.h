@@ -16,8 +16,8 @@
 // the replica (the first one).
 //
 // Value types; functions are stateless and thread-safe. No exceptions escape.
-#ifndef KUBETRAIN_OPERATOR_API_TRAINING_JOB_H_
-#define KUBETRAIN_OPERATOR_API_TRAINING_JOB_H_
+#ifndef KUBETRAIN_API_TRAINING_JOB_H_
+#define KUBETRAIN_API_TRAINING_JOB_H_
 
 #include <cstdint>
 #include <map>
@@ -176,4 +176,4 @@ absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,
 
 }  // namespace kubetrain::api
 
-#endif  // KUBETRAIN_OPERATOR_API_TRAINING_JOB_H_
+#endif  // KUBETRAIN_API_TRAINING_JOB_H_

@@ -1,4 +1,4 @@
-#include "operator/api/replica_policy.h"
+#include "api/replica_policy.h"
 
 #include <string.h>  // sigabbrev_np
 

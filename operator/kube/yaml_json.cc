@@ -1,4 +1,4 @@
-#include "operator/api/yaml_json.h"
+#include "operator/kube/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace kubetrain::api {
+namespace kubetrain::kube {
 namespace {
 
 using nlohmann::json;
@@ -256,4 +256,4 @@ absl::StatusOr<json> ParseYamlOrJson(const std::string& text, const std::string&
   }
 }
 
-}  // namespace kubetrain::api
+}  // namespace kubetrain::kube

@@ -1,11 +1,11 @@
-#include "operator/api/training_job.h"
+#include "api/training_job.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "operator/api/yaml_json.h"
+#include "operator/kube/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -357,7 +357,7 @@ TEST(TrainingJobTest, RefusesEmptyAndMultiDocumentText) {
 }
 
 TEST(YamlJsonTest, ResolvesPlainScalarsWithTheCoreSchema) {
-  absl::StatusOr<json> j = ParseYamlOrJson(R"(
+  absl::StatusOr<json> j = kube::ParseYamlOrJson(R"(
 int: 42
 neg: -7
 hex: 0x1F
@@ -376,7 +376,7 @@ tagged: !!str 5
 block: |
   line
 )",
-                                           "s.yaml");
+                                                 "s.yaml");
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ((*j)["int"], 42);
   EXPECT_TRUE((*j)["int"].is_number_integer());

@@ -16,8 +16,8 @@
 // the runtime always learns its role from it.
 //
 // Value types; functions are stateless and thread-safe.
-#ifndef KUBETRAIN_OPERATOR_API_CLUSTER_SPEC_H_
-#define KUBETRAIN_OPERATOR_API_CLUSTER_SPEC_H_
+#ifndef KUBETRAIN_API_CLUSTER_SPEC_H_
+#define KUBETRAIN_API_CLUSTER_SPEC_H_
 
 #include <functional>
 #include <map>
@@ -28,15 +28,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "operator/api/training_job.h"
+#include "api/labels.h"
+#include "api/training_job.h"
 
 namespace kubetrain::api {
-
-// Pod / Service labels (ARCHITECTURE.md).
-inline constexpr char kLabelJobName[] = "kubetrain.io/job-name";
-inline constexpr char kLabelReplicaType[] = "kubetrain.io/replica-type";
-inline constexpr char kLabelReplicaIndex[] = "kubetrain.io/replica-index";
-inline constexpr char kLabelJobRole[] = "kubetrain.io/job-role";
 
 // Lower-case replica type -> "host:port" of each index, in index order.
 struct ClusterSpec {
@@ -58,6 +53,12 @@ std::string ReplicaName(const TrainingJob& job, ReplicaType type, int index);
 // True for the replica that initialises and decides success: the Chief, or
 // Worker 0 when the job has no Chief replicas.
 bool IsChiefRole(const TrainingJob& job, ReplicaType type, int index);
+
+// The rank rule of jobs without parameter servers: the Chief is rank 0, then
+// the Workers in index order (Worker i is rank i + number of Chiefs). PS and
+// Evaluator replicas have no rank: they are not in the world. The operator
+// sets it as RANK; the runtime derives the same from TF_CONFIG.
+std::optional<int> WorldRank(std::string_view lower_type, int index, int chiefs);
 
 // Labels every pod and Service of the replica carries.
 std::map<std::string, std::string> ReplicaLabels(const TrainingJob& job, ReplicaType type,
@@ -91,8 +92,7 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 //   KUBETRAIN_JOB_NAME, KUBETRAIN_NAMESPACE, KUBETRAIN_REPLICA_TYPE
 //     (lower-case), KUBETRAIN_REPLICA_INDEX;
 //   for jobs without PS: MASTER_ADDR, MASTER_PORT (of the Chief, else
-//     Worker 0), WORLD_SIZE (chief + workers), RANK (chief 0, then workers;
-//     evaluators get no RANK: they are not in the world);
+//     Worker 0), WORLD_SIZE (chief + workers), RANK (WorldRank);
 //   KUBETRAIN_JOB_TOKEN when `job_token` is not empty.
 // The operator puts these before the container's own env so that the
 // container's values may refer to them with $(VAR).
@@ -110,4 +110,4 @@ std::string ExpandVars(const std::string& s,
 
 }  // namespace kubetrain::api
 
-#endif  // KUBETRAIN_OPERATOR_API_CLUSTER_SPEC_H_
+#endif  // KUBETRAIN_API_CLUSTER_SPEC_H_

@@ -1,11 +1,11 @@
-#include "operator/api/object_names.h"
+#include "operator/kube/object_names.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace kubetrain::api {
+namespace kubetrain::kube {
 namespace {
 
 TEST(ObjectNamesTest, Dns1123Label) {
@@ -39,4 +39,4 @@ TEST(ObjectNamesTest, Dns1035Label) {
 }
 
 }  // namespace
-}  // namespace kubetrain::api
+}  // namespace kubetrain::kube

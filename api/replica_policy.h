@@ -23,14 +23,14 @@
 // PS and Evaluator replicas never decide success.
 //
 // Stateless and thread-safe.
-#ifndef KUBETRAIN_OPERATOR_API_REPLICA_POLICY_H_
-#define KUBETRAIN_OPERATOR_API_REPLICA_POLICY_H_
+#ifndef KUBETRAIN_API_REPLICA_POLICY_H_
+#define KUBETRAIN_API_REPLICA_POLICY_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "operator/api/training_job.h"
+#include "api/training_job.h"
 
 namespace kubetrain::api {
 
@@ -92,4 +92,4 @@ bool ExceedsBackoffLimit(const RunPolicy& policy, int restarts_including_this_on
 
 }  // namespace kubetrain::api
 
-#endif  // KUBETRAIN_OPERATOR_API_REPLICA_POLICY_H_
+#endif  // KUBETRAIN_API_REPLICA_POLICY_H_

@@ -1,4 +1,4 @@
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

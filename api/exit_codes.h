@@ -1,7 +1,7 @@
 // Process exit codes shared by the runtime, the launcher and the operator
 // (ARCHITECTURE: 0 done; 1-127 permanent; 128+ retryable).
-#ifndef KUBETRAIN_EXIT_CODES_H_
-#define KUBETRAIN_EXIT_CODES_H_
+#ifndef KUBETRAIN_API_EXIT_CODES_H_
+#define KUBETRAIN_API_EXIT_CODES_H_
 
 namespace kubetrain {
 
@@ -18,4 +18,4 @@ inline constexpr bool IsRetryableExit(int code) { return code >= 128; }
 
 }  // namespace kubetrain
 
-#endif  // KUBETRAIN_EXIT_CODES_H_
+#endif  // KUBETRAIN_API_EXIT_CODES_H_

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "operator/api/cluster_spec.h"
-#include "operator/api/training_job.h"
+#include "api/cluster_spec.h"
+#include "api/training_job.h"
 
 namespace kubetrain::api {
 namespace {

@@ -1,4 +1,4 @@
-#include "operator/api/training_job.h"
+#include "api/training_job.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "operator/api/object_names.h"
-#include "operator/api/yaml_json.h"
+#include "operator/kube/object_names.h"
+#include "operator/kube/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -564,7 +564,7 @@ json ToJson(const TrainingJob& job) {
 
 absl::StatusOr<TrainingJob> ParseTrainingJob(const std::string& text,
                                              const std::string& source_name) {
-  absl::StatusOr<json> doc = ParseYamlOrJson(text, source_name);
+  absl::StatusOr<json> doc = kube::ParseYamlOrJson(text, source_name);
   if (!doc.ok()) return doc.status();
   absl::StatusOr<TrainingJob> job = FromJson(*doc);
   if (!job.ok()) {
@@ -617,14 +617,14 @@ absl::Status Validate(const TrainingJob& job) {
   }
   const std::string& name = job.metadata.name;
   if (name.empty()) return FieldError("metadata.name", "must not be empty");
-  if (!IsDns1035Label(name)) {
+  if (!kube::IsDns1035Label(name)) {
     return FieldError("metadata.name",
                       absl::StrCat("\"", name,
                                    "\" is not a DNS-1035 label (at most 63 lower-case letters, "
                                    "digits and '-', starting with a letter, ending with a letter "
                                    "or digit)"));
   }
-  if (!job.metadata.namespace_name.empty() && !IsDns1123Label(job.metadata.namespace_name)) {
+  if (!job.metadata.namespace_name.empty() && !kube::IsDns1123Label(job.metadata.namespace_name)) {
     return FieldError("metadata.namespace", absl::StrCat("\"", job.metadata.namespace_name,
                                                          "\" is not a DNS-1123 label"));
   }

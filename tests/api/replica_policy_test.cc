@@ -1,4 +1,4 @@
-#include "operator/api/replica_policy.h"
+#include "api/replica_policy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "operator/kube/label_selector.h"
+#include "tests/support/label_selector.h"
 
 #include <map>
 #include <string>

@@ -1,10 +1,11 @@
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/env_vars.h"
 
 namespace kubetrain::api {
 namespace {
@@ -68,6 +69,12 @@ std::pair<std::string, std::string> SplitHostPort(const std::string& address) {
 
 }  // namespace
 
+std::optional<int> WorldRank(std::string_view lower_type, int index, int chiefs) {
+  if (lower_type == "chief") return index;
+  if (lower_type == "worker") return chiefs + index;
+  return std::nullopt;
+}
+
 std::string ReplicaName(const TrainingJob& job, ReplicaType type, int index) {
   return absl::StrCat(job.metadata.name, "-", ReplicaTypeLower(type), "-", index);
 }
@@ -84,7 +91,7 @@ std::map<std::string, std::string> ReplicaLabels(const TrainingJob& job, Replica
       {kLabelReplicaType, ReplicaTypeLower(type)},
       {kLabelReplicaIndex, absl::StrCat(index)},
   };
-  if (IsChiefRole(job, type, index)) labels[kLabelJobRole] = "chief";
+  if (IsChiefRole(job, type, index)) labels[kLabelJobRole] = kJobRoleChief;
   return labels;
 }
 
@@ -200,24 +207,24 @@ absl::StatusOr<TfConfig> ParseTfConfig(const std::string& text) {
 EnvList ReplicaEnvironment(const TrainingJob& job, const ClusterSpec& cluster, ReplicaType type,
                            int index, const std::string& job_token) {
   EnvList env;
-  env.emplace_back("TF_CONFIG", TfConfigJson(cluster, type, index));
+  env.emplace_back(kEnvTfConfig, TfConfigJson(cluster, type, index));
   auto hosts = [&](ReplicaType t) -> std::string {
     auto it = cluster.hosts.find(ReplicaTypeLower(t));
     return it == cluster.hosts.end() ? "" : absl::StrJoin(it->second, ",");
   };
-  if (job.Find(ReplicaType::kPS)) env.emplace_back("KUBETRAIN_PS_HOSTS", hosts(ReplicaType::kPS));
+  if (job.Find(ReplicaType::kPS)) env.emplace_back(kEnvPsHosts, hosts(ReplicaType::kPS));
   if (job.Find(ReplicaType::kWorker)) {
-    env.emplace_back("KUBETRAIN_WORKER_HOSTS", hosts(ReplicaType::kWorker));
+    env.emplace_back(kEnvWorkerHosts, hosts(ReplicaType::kWorker));
   }
   if (job.Find(ReplicaType::kChief)) {
-    env.emplace_back("KUBETRAIN_CHIEF_HOSTS", hosts(ReplicaType::kChief));
+    env.emplace_back(kEnvChiefHosts, hosts(ReplicaType::kChief));
   }
-  env.emplace_back("KUBETRAIN_JOB_NAME", job.metadata.name);
-  env.emplace_back("KUBETRAIN_NAMESPACE", job.metadata.namespace_name.empty()
-                                              ? std::string(kDefaultNamespace)
-                                              : job.metadata.namespace_name);
-  env.emplace_back("KUBETRAIN_REPLICA_TYPE", ReplicaTypeLower(type));
-  env.emplace_back("KUBETRAIN_REPLICA_INDEX", absl::StrCat(index));
+  env.emplace_back(kEnvJobName, job.metadata.name);
+  env.emplace_back(kEnvNamespace, job.metadata.namespace_name.empty()
+                                      ? std::string(kDefaultNamespace)
+                                      : job.metadata.namespace_name);
+  env.emplace_back(kEnvReplicaType, ReplicaTypeLower(type));
+  env.emplace_back(kEnvReplicaIndex, absl::StrCat(index));
   if (job.ReplicaCount(ReplicaType::kPS) == 0) {
     const int chiefs = job.ReplicaCount(ReplicaType::kChief);
     const int workers = job.ReplicaCount(ReplicaType::kWorker);
@@ -225,17 +232,15 @@ EnvList ReplicaEnvironment(const TrainingJob& job, const ClusterSpec& cluster, R
     auto it = cluster.hosts.find(master_type);
     if (it != cluster.hosts.end() && !it->second.empty()) {
       auto [host, port] = SplitHostPort(it->second[0]);
-      env.emplace_back("MASTER_ADDR", host);
-      env.emplace_back("MASTER_PORT", port);
+      env.emplace_back(kEnvMasterAddr, host);
+      env.emplace_back(kEnvMasterPort, port);
     }
-    env.emplace_back("WORLD_SIZE", absl::StrCat(chiefs + workers));
-    if (type == ReplicaType::kChief) {
-      env.emplace_back("RANK", "0");
-    } else if (type == ReplicaType::kWorker) {
-      env.emplace_back("RANK", absl::StrCat(index + (chiefs > 0 ? 1 : 0)));
+    env.emplace_back(kEnvWorldSize, absl::StrCat(chiefs + workers));
+    if (std::optional<int> rank = WorldRank(ReplicaTypeLower(type), index, chiefs)) {
+      env.emplace_back(kEnvRank, absl::StrCat(*rank));
     }
   }
-  if (!job_token.empty()) env.emplace_back("KUBETRAIN_JOB_TOKEN", job_token);
+  if (!job_token.empty()) env.emplace_back(kEnvJobToken, job_token);
   return env;
 }
 
