@@ -28,6 +28,8 @@ RuntimeMetricsOptions AllRoles() {
           .evaluates = true,
           .ps_client = true,
           .ps_server = true,
+          .allreduce = true,
+          .writes_checkpoints = true,
           .start_time_unix_seconds = 1.7e9};
 }
 
@@ -47,6 +49,7 @@ void RecordEverything(RuntimeMetrics& m) {
   m.AddReceivedBytes(PeerRole::kWorker, 20);
   m.AddPeerRestart(PeerRole::kWorker);
   m.SetStalledPeers(1);
+  m.SetAllreduceStallSeconds(0.5);
   m.SetWorkersConnected(2);
   m.AddRejectedPush(RejectReason::kNonFinite);
   m.RecordStaleness(3);
