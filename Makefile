@@ -13,15 +13,26 @@ all: build
 setup:
 	@bash scripts/setup.sh $(SETUP_ARGS)
 
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
 configure: setup
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+	@$(CONFIGURE)
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # A real distributed job on this machine: 1 parameter server + 2 workers train
-# the mlp on Fashion-MNIST; the last line states the test accuracy.
-run: build
+# the mlp on Fashion-MNIST; the last line states the test accuracy. It builds
+# only the `kubetrain` binary it runs (the test suite is `make test`'s) and
+# installs no packaging-test tools (Node.js modules, helm), saying each step.
+run:
+	@echo "make run: checking the Debian packages (scripts/setup.sh --debian-only)"
+	@bash scripts/setup.sh --debian-only
+	@echo "make run: configuring $(BUILD_DIR)/ ($(BUILD_TYPE))"
+	@$(CONFIGURE)
+	@echo "make run: building $(KUBETRAIN) with $(JOBS) jobs (not the tests: make test builds those)"
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target kubetrain
+	@echo "make run: kubetrain run examples/fmnist-ps-sync.yaml (1 PS + 2 workers, about a minute)"
 	$(KUBETRAIN) run examples/fmnist-ps-sync.yaml
 
 test: build

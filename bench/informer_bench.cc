@@ -38,7 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "operator/api/training_job.h"
+#include "api/training_job.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/kube_client.h"
@@ -96,7 +96,7 @@ Json MakeJob(const std::string& ns, const std::string& name, int index) {
     spec["template"]["spec"]["containers"] = Json::array({container});
     return spec;
   };
-  Json job{{"apiVersion", "kubetrain.io/v1alpha1"},
+  Json job{{"apiVersion", api::kApiVersion},
            {"kind", "TrainingJob"},
            {"metadata",
             {{"name", name},

@@ -48,6 +48,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/training_job.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/training_job_controller.h"
@@ -152,7 +153,7 @@ Json MakeJob(const std::string& ns, int index) {
     spec["template"]["spec"]["containers"] = Json::array({container});
     return spec;
   };
-  return Json{{"apiVersion", "kubetrain.io/v1alpha1"},
+  return Json{{"apiVersion", kubetrain::api::kApiVersion},
               {"kind", "TrainingJob"},
               {"metadata", {{"name", absl::StrCat("job-", index)}, {"namespace", ns}}},
               {"spec", {{"replicaSpecs", {{"PS", replica(1)}, {"Worker", replica(3)}}}}}};

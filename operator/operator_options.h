@@ -57,7 +57,7 @@ struct OperatorOptions {
   // "" = the service account's namespace, else the kubeconfig context's
   // namespace, else "default" (ResolveLeaderElectionNamespace).
   std::string leader_election_namespace;
-  std::string leader_election_id = "kubetrain-operator";
+  std::string leader_election_id = kube::kDefaultLeaseName;
   absl::Duration lease_duration = absl::Seconds(15);
   absl::Duration renew_deadline = absl::Seconds(10);
   absl::Duration retry_period = absl::Seconds(2);

@@ -9,6 +9,9 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "api/env_vars.h"
+#include "api/ports.h"
 #include "kubetrain/clock.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
@@ -128,8 +131,9 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--metrics-port", o.metrics_port,
-                  "Serve Prometheus metrics on this port at /metrics (default: "
-                  "$KUBETRAIN_METRICS_PORT when set, else 8090; 0 = off)")
+                  absl::StrCat("Serve Prometheus metrics on this port at /metrics (default: $",
+                               kubetrain::api::kEnvMetricsPort, " when set, else ",
+                               kubetrain::api::kMetricsPort, "; 0 = off)"))
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--metrics-address", o.metrics_address, "Address the metrics server listens on")
@@ -165,13 +169,13 @@ int main(int argc, char** argv) {
 
   kubetrain::train::TrainCommandOptions train_options;
   // The operator and `kubetrain run` give each replica its metrics port.
-  if (const std::string port = Env("KUBETRAIN_METRICS_PORT"); !port.empty()) {
+  if (const std::string port = Env(kubetrain::api::kEnvMetricsPort); !port.empty()) {
     int value = 0;
     if (absl::SimpleAtoi(port, &value) && value >= 0 && value <= 65535) {
       train_options.metrics_port = value;
     } else {
-      std::cerr << "kubetrain: error: KUBETRAIN_METRICS_PORT='" << port << "' is not a port number"
-                << std::endl;
+      std::cerr << "kubetrain: error: " << kubetrain::api::kEnvMetricsPort << "='" << port
+                << "' is not a port number" << std::endl;
       return 1;
     }
   }
@@ -228,11 +232,11 @@ int main(int argc, char** argv) {
   }
   kubetrain::RealClock clock;
   train_options.tf_config = Env("TF_CONFIG");
-  train_options.job_token = Env("KUBETRAIN_JOB_TOKEN");
-  train_options.job_name = Env("KUBETRAIN_JOB_NAME");
-  train_options.job_namespace = Env("KUBETRAIN_NAMESPACE");
-  train_options.replica_type = Env("KUBETRAIN_REPLICA_TYPE");
-  train_options.replica_index = Env("KUBETRAIN_REPLICA_INDEX");
+  train_options.job_token = Env(kubetrain::api::kEnvJobToken);
+  train_options.job_name = Env(kubetrain::api::kEnvJobName);
+  train_options.job_namespace = Env(kubetrain::api::kEnvNamespace);
+  train_options.replica_type = Env(kubetrain::api::kEnvReplicaType);
+  train_options.replica_index = Env(kubetrain::api::kEnvReplicaIndex);
   train_options.start_time_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return kubetrain::train::RunTrainCommand(train_options, std::cout, std::cerr, clock);

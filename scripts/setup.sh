@@ -5,13 +5,17 @@
 #   scripts/setup.sh                everything: build, tests, benchmarks, packaging tools
 #   scripts/setup.sh --build-only   only what compiling the two binaries needs (the image
 #                                   build without tests: no test packages, Node.js, helm)
+#   scripts/setup.sh --debian-only  every Debian package, but not the packaging tests'
+#                                   Node.js modules, helm and kubectl (`make run`)
 set -euo pipefail
 
 BUILD_ONLY=0
+DEBIAN_ONLY=0
 case "${1:-}" in
   "") ;;
   --build-only) BUILD_ONLY=1 ;;
-  *) echo "usage: scripts/setup.sh [--build-only]" >&2; exit 2 ;;
+  --debian-only) DEBIAN_ONLY=1 ;;
+  *) echo "usage: scripts/setup.sh [--build-only|--debian-only]" >&2; exit 2 ;;
 esac
 
 BUILD_PACKAGES=(
@@ -49,7 +53,7 @@ done
 
 # Node.js may come from another source (nodesource bundles npm); only ask Debian
 # for it when no npm is on the PATH.
-if [ "$BUILD_ONLY" = 0 ] && ! command -v npm >/dev/null 2>&1; then
+if [ "$BUILD_ONLY" = 0 ] && [ "$DEBIAN_ONLY" = 0 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
 
@@ -65,7 +69,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup.sh: done"
 fi
 
-[ "$BUILD_ONLY" = 1 ] && exit 0
+if [ "$BUILD_ONLY" = 1 ] || [ "$DEBIAN_ONLY" = 1 ]; then exit 0; fi
 
 # Node packages for the packaging tests (YAML, ajv, CEL), pinned by
 # tools/node/package-lock.json; reinstalled when the lock file changes.

@@ -12,6 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "api/labels.h"
+#include "api/metric_names.h"
+#include "api/ports.h"
 #include "operator/kube/object.h"
 
 namespace kubetrain::controller {
@@ -21,24 +24,8 @@ using Json = nlohmann::json;
 namespace {
 
 constexpr char kComponent[] = "progress";
-constexpr char kDefaultMetricsPort[] = "8090";
-constexpr char kDefaultMetricsPath[] = "/metrics";
-constexpr char kPortAnnotation[] = "prometheus.io/port";
-constexpr char kPathAnnotation[] = "prometheus.io/path";
-constexpr char kJobRoleLabel[] = "kubetrain.io/job-role";
-constexpr char kReplicaTypeLabel[] = "kubetrain.io/replica-type";
-constexpr char kReplicaIndexLabel[] = "kubetrain.io/replica-index";
 constexpr size_t kMaxBody = 16 << 20;
 constexpr absl::Duration kMinInterval = absl::Milliseconds(10);
-
-// Runtime metric names and labels (runtime/metrics/metric_names.h; the
-// operator does not link the runtime, so they are repeated here).
-constexpr char kGlobalStep[] = "kubetrain_global_step";
-constexpr char kTotalSteps[] = "kubetrain_total_steps";
-constexpr char kTrainLoss[] = "kubetrain_train_loss";
-constexpr char kTrainAccuracy[] = "kubetrain_train_accuracy_ratio";
-constexpr char kEvalAccuracy[] = "kubetrain_eval_accuracy_ratio";
-constexpr char kSamplesPerSecond[] = "kubetrain_samples_per_second";
 
 // --- libcurl fetcher ---
 
@@ -167,18 +154,18 @@ bool IsJobRunning(const Json& job) {
 TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
                                      const std::string& job_name) {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"job", job_name},
-      {"namespace", kube::Namespace(pod)},
-      {"replica_type", kube::Label(pod, kReplicaTypeLabel)},
-      {"replica_index", kube::Label(pod, kReplicaIndexLabel)},
+      {api::kMetricLabelJob, job_name},
+      {api::kMetricLabelNamespace, kube::Namespace(pod)},
+      {api::kMetricLabelReplicaType, kube::Label(pod, api::kLabelReplicaType)},
+      {api::kMetricLabelReplicaIndex, kube::Label(pod, api::kLabelReplicaIndex)},
   };
   TrainingProgress progress;
-  progress.step = AsCount(FindValue(page, kGlobalStep, expected));
-  progress.total_steps = AsCount(FindValue(page, kTotalSteps, expected));
-  progress.loss = FindValue(page, kTrainLoss, expected);
-  progress.accuracy = FindValue(page, kEvalAccuracy, expected);
-  if (!progress.accuracy) progress.accuracy = FindValue(page, kTrainAccuracy, expected);
-  progress.samples_per_second = FindValue(page, kSamplesPerSecond, expected);
+  progress.step = AsCount(FindValue(page, api::kMetricGlobalStep, expected));
+  progress.total_steps = AsCount(FindValue(page, api::kMetricTotalSteps, expected));
+  progress.loss = FindValue(page, api::kMetricTrainLoss, expected);
+  progress.accuracy = FindValue(page, api::kMetricEvalAccuracy, expected);
+  if (!progress.accuracy) progress.accuracy = FindValue(page, api::kMetricTrainAccuracy, expected);
+  progress.samples_per_second = FindValue(page, api::kMetricSamplesPerSecond, expected);
   return progress;
 }
 
@@ -195,13 +182,13 @@ Json ProgressJson(const TrainingProgress& progress) {
 std::string MetricsUrl(const Json& pod) {
   const std::string ip = kube::StringAt(pod, {"status", "podIP"});
   if (ip.empty()) return "";
-  std::string port = kube::Annotation(pod, kPortAnnotation);
+  std::string port = kube::Annotation(pod, api::kPrometheusPortAnnotation);
   int port_number = 0;
   if (!absl::SimpleAtoi(port, &port_number) || port_number <= 0 || port_number > 65535) {
-    port = kDefaultMetricsPort;
+    port = api::kMetricsPortString;
   }
-  std::string path = kube::Annotation(pod, kPathAnnotation);
-  if (path.empty()) path = kDefaultMetricsPath;
+  std::string path = kube::Annotation(pod, api::kPrometheusPathAnnotation);
+  if (path.empty()) path = api::kMetricsPath;
   if (path.front() != '/') path.insert(path.begin(), '/');
   // An IPv6 address goes in brackets.
   const std::string host = ip.find(':') != std::string::npos ? absl::StrCat("[", ip, "]") : ip;
@@ -259,7 +246,7 @@ std::optional<ProgressPoller::Target> ProgressPoller::TargetFor(const kube::Obje
   const std::string uid = kube::Uid(*job);
   if (uid.empty()) return std::nullopt;
   for (const kube::ObjectPtr& pod : pods_.ByIndex(kube::kIndexOwnerUid, uid)) {
-    if (kube::Label(*pod, kJobRoleLabel) != "chief") continue;
+    if (kube::Label(*pod, api::kLabelJobRole) != api::kJobRoleChief) continue;
     if (kube::ControllerUid(*pod) != uid) continue;
     if (kube::IsBeingDeleted(*pod)) continue;
     if (kube::StringAt(*pod, {"status", "phase"}) != "Running") continue;

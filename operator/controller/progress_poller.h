@@ -4,14 +4,15 @@
 // Every interval, for each job whose phase (the type of its last True
 // condition) is Running or Restarting, it finds the chief pod (label
 // kubetrain.io/job-role=chief, controlled by the job, phase Running,
-// status.podIP set), GETs http://<podIP>:<prometheus.io/port or 8090>
+// status.podIP set), GETs http://<podIP>:<prometheus.io/port or api::kMetricsPort>
 // <prometheus.io/path or /metrics>, reads
 //   step             kubetrain_global_step
 //   totalSteps       kubetrain_total_steps
 //   loss             kubetrain_train_loss
 //   accuracy         kubetrain_eval_accuracy_ratio, else kubetrain_train_accuracy_ratio
 //   samplesPerSecond kubetrain_samples_per_second
-// from samples whose job/namespace/replica_type/replica_index labels match
+// (names in api/metric_names.h) from samples whose training_job,
+// training_namespace, replica_type and replica_index labels match
 // the pod (an absent label matches), and merge-patches
 //   status.progress {step, totalSteps, loss, accuracy, samplesPerSecond, updatedAt}
 // on the job's /status subresource. A metric that is missing (or not finite)
@@ -87,7 +88,7 @@ TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const nlo
 // status.progress as JSON without updatedAt: only present fields.
 nlohmann::json ProgressJson(const TrainingProgress& progress);
 
-// The metrics URL of a pod: http://<podIP>:<port annotation or 8090><path
+// The metrics URL of a pod: http://<podIP>:<port annotation or api::kMetricsPort><path
 // annotation or /metrics>; empty when the pod has no IP.
 std::string MetricsUrl(const nlohmann::json& pod);
 

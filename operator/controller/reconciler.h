@@ -6,6 +6,9 @@
 // again (deadline, TTL) even if nothing else happens. It never trusts an event payload: everything
 // comes from the caches and the API.
 //
+// Pod status is read by pod_status.h (pure functions, tested alone); the
+// pass itself orchestrates.
+//
 // Pod failure policy, in one place (ApplyFailurePolicy):
 //   OnFailure/Always: the kubelet restarts containers in place; their
 //     restartCount counts toward backoffLimit;
@@ -38,6 +41,7 @@
 namespace kubetrain::controller {
 
 struct ReconcileResult {
+  // Set: reconcile again after this long, whatever happens meanwhile.
   std::optional<absl::Duration> requeue_after;
 };
 
@@ -65,7 +69,24 @@ std::string ServiceExpectationKey(const std::string& job_key);
 
 class Reconciler {
  public:
+  // Every pointer in `deps` must be non-null and outlive the reconciler,
+  // except `pod_groups` (null: no gang scheduling) and the optional
+  // `job_written` callback.
   explicit Reconciler(ReconcilerDeps deps);
+
+  // The Reconcile contract (as controller-runtime's reconcile.Reconciler):
+  //   - `job_key` is "<namespace>/<name>"; a job missing from the cache or
+  //     being deleted is OK with nothing to do (its expectations are dropped);
+  //   - an error means "this pass did not finish; run it again": the caller
+  //     requeues the key with rate-limited backoff (a Conflict is a stale
+  //     cache, retried quietly). What the pass did before the error is never
+  //     undone: the next pass starts from the caches again (level-triggered);
+  //   - OK with `requeue_after` means "run again after this long even if no
+  //     event comes" (deadline, TTL, a backoff wait); the caller resets the
+  //     key's backoff and adds it after the delay. OK without it: nothing is
+  //     due until an event;
+  //   - it never throws: an exception inside becomes an Internal error.
+  // Safe to call concurrently for different keys, never for the same key.
   absl::StatusOr<ReconcileResult> Reconcile(const std::string& job_key);
 
  private:

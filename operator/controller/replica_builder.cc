@@ -2,7 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
 #include "operator/kube/object.h"
 
 namespace kubetrain::controller {
@@ -60,9 +60,9 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
     }
   }
   for (const auto& [k, v] : api::ReplicaLabels(job, type, index)) labels[k] = v;
-  annotations.emplace("prometheus.io/scrape", "true");
-  annotations.emplace("prometheus.io/port", kMetricsPortAnnotationValue);
-  annotations.emplace("prometheus.io/path", "/metrics");
+  annotations.emplace(api::kPrometheusScrapeAnnotation, "true");
+  annotations.emplace(api::kPrometheusPortAnnotation, api::kMetricsPortString);
+  annotations.emplace(api::kPrometheusPathAnnotation, api::kMetricsPath);
 
   const std::string name = api::ReplicaName(job, type, index);
   Json pod{{"apiVersion", "v1"}, {"kind", "Pod"}};
@@ -79,7 +79,7 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
   Json env_json = Json::array();
   for (const auto& [k, v] : env) env_json.push_back({{"name", k}, {"value", v}});
   env_json.push_back(
-      {{"name", "KUBETRAIN_JOB_TOKEN"},
+      {{"name", api::kEnvJobToken},
        {"valueFrom",
         {{"secretKeyRef", {{"name", TokenSecretName(job)}, {"key", kTokenSecretKey}}}}}});
   if (pod_spec.contains("containers") && pod_spec["containers"].is_array() &&
@@ -90,20 +90,21 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
     }
     container["env"] = env_json;
     // The metrics port, by name, unless the template declares it (by name or
-    // number) already: a second entry for 8090 would be a duplicate.
+    // number) already: a second entry for the same port would be a duplicate.
     if (!container.contains("ports") || !container["ports"].is_array()) {
       container["ports"] = Json::array();
     }
     bool declared = false;
     for (const Json& p : container["ports"]) {
-      if (kube::StringAt(p, {"name"}) == kMetricsPortName ||
-          kube::IntAt(p, {"containerPort"}, 0) == kMetricsPort) {
+      if (kube::StringAt(p, {"name"}) == api::kMetricsPortName ||
+          kube::IntAt(p, {"containerPort"}, 0) == api::kMetricsPort) {
         declared = true;
       }
     }
     if (!declared) {
-      container["ports"].push_back(
-          {{"name", kMetricsPortName}, {"containerPort", kMetricsPort}, {"protocol", "TCP"}});
+      container["ports"].push_back({{"name", api::kMetricsPortName},
+                                    {"containerPort", api::kMetricsPort},
+                                    {"protocol", "TCP"}});
     }
   }
   if (options.gang_scheduler == "volcano" && job.spec.run_policy.scheduling_policy) {

@@ -2,11 +2,11 @@
 // (ARCHITECTURE.md "Contracts between operator and runtime"):
 //   - a Pod and a headless Service per replica, named <job>-<type>-<index>,
 //     with the replica labels, a controller ownerReference to the job, the
-//     kubetrain-port, the named metrics port (kt-metrics, 8090: a
-//     PodMonitor selects it by name, so sidecars' ports are never scraped),
+//     kubetrain-port, the named metrics port (api/ports.h: a PodMonitor
+//     selects it by name, so sidecars' ports are never scraped),
 //     Prometheus scrape annotations and the replica
 //     environment (TF_CONFIG byte-compatible with TFJob, host lists, rank
-//     variables, KUBETRAIN_JOB_TOKEN from the job's Secret) placed before
+//     variables, api::kEnvJobToken from the job's Secret) placed before
 //     the container's own env so $(VAR) references resolve;
 //   - the job-token Secret <job>-token (created, never read, when pods are
 //     about to be created: the operator has no permission to read Secrets);
@@ -18,18 +18,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "operator/api/training_job.h"
+#include "api/env_vars.h"
+#include "api/ports.h"
+#include "api/training_job.h"
 
 namespace kubetrain::controller {
 
 using Json = nlohmann::json;
 
 inline constexpr char kTokenSecretKey[] = "token";
-inline constexpr char kMetricsPortAnnotationValue[] = "8090";
-// The runtime's metrics port on the first container (IANA_SVC_NAME: at most
-// 15 characters). Not "metrics", which a sidecar may well use.
-inline constexpr char kMetricsPortName[] = "kt-metrics";
-inline constexpr int kMetricsPort = 8090;
 inline constexpr char kVolcanoGroupAnnotation[] = "scheduling.k8s.io/group-name";
 
 struct BuildOptions {

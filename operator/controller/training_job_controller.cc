@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_status.h"

@@ -62,13 +62,17 @@ struct InformerHandlers {
 };
 
 struct InformerStats {
+  // Requests: LISTs (the first and every relist), WATCHes, and relists
+  // forced by 410 Gone.
   int64_t lists = 0;
   int64_t watches = 0;
   int64_t relists_after_gone = 0;
+  // Where the stream stands.
+  std::string last_resource_version;
+  // What came back: events delivered, failed watches, undecodable objects.
   int64_t events = 0;
   int64_t watch_errors = 0;
   int64_t decode_errors = 0;
-  std::string last_resource_version;
 };
 
 class Informer {

@@ -31,9 +31,12 @@
 
 namespace kubetrain::kube {
 
+// The Lease's name unless --leader-election-id says otherwise.
+inline constexpr char kDefaultLeaseName[] = "kubetrain-operator";
+
 struct LeaderElectionConfig {
   std::string lease_namespace = "default";
-  std::string lease_name = "kubetrain-operator";
+  std::string lease_name = kDefaultLeaseName;
   std::string identity;  // unique per candidate: pod name + random suffix
   absl::Duration lease_duration = absl::Seconds(15);
   absl::Duration renew_deadline = absl::Seconds(10);

@@ -1,5 +1,8 @@
 #include "runtime/exchange/grpc_util.h"
 
+#include "absl/strings/str_cat.h"
+#include "api/env_vars.h"
+
 namespace kubetrain::exchange {
 
 grpc::Status CheckToken(const grpc::ServerContext& ctx, const std::string& token) {
@@ -8,7 +11,7 @@ grpc::Status CheckToken(const grpc::ServerContext& ctx, const std::string& token
   auto it = md.find(kTokenMetadataKey);
   if (it == md.end() || std::string(it->second.data(), it->second.size()) != token) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing or wrong job token (KUBETRAIN_JOB_TOKEN)");
+                        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
   }
   return grpc::Status::OK;
 }

@@ -13,7 +13,7 @@
 
 namespace kubetrain::exchange {
 
-// gRPC metadata key carrying KUBETRAIN_JOB_TOKEN.
+// gRPC metadata key carrying api::kEnvJobToken.
 inline constexpr char kTokenMetadataKey[] = "x-kubetrain-token";
 
 // UNAUTHENTICATED unless the call carries `token` (empty: no check).

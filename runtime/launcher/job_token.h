@@ -1,4 +1,4 @@
-// NewJobToken: a random per-job secret (KUBETRAIN_JOB_TOKEN) as lower-case
+// NewJobToken: a random per-job secret (api::kEnvJobToken) as lower-case
 // hex, from the operating system's random source. Thread-safe.
 #ifndef KUBETRAIN_RUNTIME_LAUNCHER_JOB_TOKEN_H_
 #define KUBETRAIN_RUNTIME_LAUNCHER_JOB_TOKEN_H_

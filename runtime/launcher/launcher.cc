@@ -19,9 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "operator/api/cluster_spec.h"
-#include "operator/api/replica_policy.h"
-#include "operator/api/training_job.h"
+#include "api/cluster_spec.h"
+#include "api/env_vars.h"
+#include "api/replica_policy.h"
+#include "api/training_job.h"
 #include "runtime/launcher/job_token.h"
 #include "runtime/launcher/loopback_ports.h"
 #include "runtime/launcher/output_pump.h"
@@ -44,8 +45,9 @@ constexpr auto kDrainWait = std::chrono::seconds(2);
 
 // Variables the launcher sets itself; inherited values would mislead.
 bool IsOwnedVariable(const std::string& name) {
-  return name == "TF_CONFIG" || name.rfind("KUBETRAIN_", 0) == 0 || name == "MASTER_ADDR" ||
-         name == "MASTER_PORT" || name == "WORLD_SIZE" || name == "RANK";
+  return name == api::kEnvTfConfig || name.rfind(api::kEnvPrefix, 0) == 0 ||
+         name == api::kEnvMasterAddr || name == api::kEnvMasterPort || name == api::kEnvWorldSize ||
+         name == api::kEnvRank;
 }
 
 // An environment in definition order where a later Set replaces the value.
@@ -237,7 +239,7 @@ absl::StatusOr<std::optional<std::string>> JobRunner::Prepare() {
       for (const auto& [k, v] : api::ReplicaEnvironment(job_, cluster, type, i, token)) {
         env.Set(k, v);
       }
-      env.Set("KUBETRAIN_METRICS_PORT", absl::StrCat(metrics_port[{type, i}]));
+      env.Set(api::kEnvMetricsPort, absl::StrCat(metrics_port[{type, i}]));
       for (const api::EnvVar& var : container->env) {
         if (var.value_from) {
           if (i == 0) {

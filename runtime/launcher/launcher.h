@@ -1,13 +1,13 @@
 // `kubetrain run job.yaml`: runs every replica of a TrainingJob as a local
 // process on 127.0.0.1 with the environment a pod would get, and applies the
 // job's restart, success, backoff and deadline policies the way the operator
-// does (decisions from operator/api/replica_policy.h).
+// does (decisions from api/replica_policy.h).
 //
-//  - Each replica gets its own free loopback port (TF_CONFIG and the
-//    KUBETRAIN_*_HOSTS lists use 127.0.0.1:<port>), its own
-//    KUBETRAIN_METRICS_PORT, and the job's random KUBETRAIN_JOB_TOKEN. Its
-//    environment is this process's (minus TF_CONFIG, KUBETRAIN_*,
-//    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK), then ReplicaEnvironment(),
+//  - Each replica gets its own free loopback port (TF_CONFIG and the host
+//    lists of api/env_vars.h use 127.0.0.1:<port>), its own
+//    api::kEnvMetricsPort, and the job's random api::kEnvJobToken. Its
+//    environment is this process's minus every variable api/env_vars.h
+//    names (the api::kEnvPrefix ones included), then ReplicaEnvironment(),
 //    then the container's `env` (values may use $(VAR); valueFrom entries
 //    cannot be resolved locally and are skipped with a warning).
 //  - A container without `command` runs `self_exe` with its `args`; with a

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "operator/api/replica_policy.h"
+#include "api/replica_policy.h"
 
 namespace kubetrain::launcher {
 

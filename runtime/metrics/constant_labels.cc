@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "api/env_vars.h"
 #include "runtime/metrics/metric_names.h"
 
 namespace kubetrain::metrics {
@@ -21,10 +22,10 @@ prometheus::Labels ConstantLabelsFromEnv(const EnvLookup& env, const std::string
     std::string value = v.has_value() && !v->empty() ? *v : fallback;
     if (!value.empty()) labels[label] = std::move(value);
   };
-  add(kLabelJob, "KUBETRAIN_JOB_NAME", "");
-  add(kLabelNamespace, "KUBETRAIN_NAMESPACE", "");
-  add(kLabelReplicaType, "KUBETRAIN_REPLICA_TYPE", fallback_type);
-  add(kLabelReplicaIndex, "KUBETRAIN_REPLICA_INDEX", fallback_index);
+  add(kLabelJob, api::kEnvJobName, "");
+  add(kLabelNamespace, api::kEnvNamespace, "");
+  add(kLabelReplicaType, api::kEnvReplicaType, fallback_type);
+  add(kLabelReplicaIndex, api::kEnvReplicaIndex, fallback_index);
   if (auto it = labels.find(kLabelReplicaType); it != labels.end()) {
     it->second = absl::AsciiStrToLower(it->second);  // "Worker" in the spec, "worker" here
   }

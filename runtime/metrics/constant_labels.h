@@ -1,9 +1,9 @@
 // ConstantLabels: the labels every series of a replica carries, from the
 // environment the operator (or `kubetrain run`) gives it:
-//   training_job       KUBETRAIN_JOB_NAME
-//   training_namespace KUBETRAIN_NAMESPACE
-//   replica_type       KUBETRAIN_REPLICA_TYPE (lower-cased: ps, worker, chief, evaluator)
-//   replica_index      KUBETRAIN_REPLICA_INDEX
+//   training_job       api::kEnvJobName
+//   training_namespace api::kEnvNamespace
+//   replica_type       api::kEnvReplicaType (lower-cased: ps, worker, chief, evaluator)
+//   replica_index      api::kEnvReplicaIndex
 // (not job/namespace: Prometheus owns those on every target, metric_names.h).
 // Unset or empty variables give no label. Pure functions; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_METRICS_CONSTANT_LABELS_H_
@@ -24,7 +24,7 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 std::optional<std::string> ProcessEnv(const std::string& name);
 
 // Labels from `env`. `fallback_type` / `fallback_index` (from TF_CONFIG) are
-// used when KUBETRAIN_REPLICA_TYPE / _INDEX are unset; empty: no label.
+// used when api::kEnvReplicaType / kEnvReplicaIndex are unset; empty: no label.
 prometheus::Labels ConstantLabelsFromEnv(const EnvLookup& env,
                                          const std::string& fallback_type = "",
                                          const std::string& fallback_index = "");

@@ -9,6 +9,8 @@
 #ifndef KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
 #define KUBETRAIN_RUNTIME_METRICS_METRIC_NAMES_H_
 
+#include "api/metric_names.h"
+
 namespace kubetrain::metrics {
 
 struct MetricName {
@@ -21,10 +23,11 @@ struct MetricName {
 // container, endpoint, service): scraped without honor_labels, a clash would
 // rename ours exported_<name>. So the TrainingJob is `training_job` and its
 // namespace `training_namespace`, whatever the scrape path.
-inline constexpr char kLabelJob[] = "training_job";              // KUBETRAIN_JOB_NAME
-inline constexpr char kLabelNamespace[] = "training_namespace";  // KUBETRAIN_NAMESPACE
-inline constexpr char kLabelReplicaType[] = "replica_type";      // KUBETRAIN_REPLICA_TYPE
-inline constexpr char kLabelReplicaIndex[] = "replica_index";    // KUBETRAIN_REPLICA_INDEX
+// The operator reads them, so they are defined in api/metric_names.h.
+inline constexpr const char* kLabelJob = api::kMetricLabelJob;
+inline constexpr const char* kLabelNamespace = api::kMetricLabelNamespace;
+inline constexpr const char* kLabelReplicaType = api::kMetricLabelReplicaType;
+inline constexpr const char* kLabelReplicaIndex = api::kMetricLabelReplicaIndex;
 // Per-family labels.
 inline constexpr char kLabelPeerRole[] = "peer_role";  // ps | worker | evaluator
 inline constexpr char kLabelPhase[] = "phase";         // compute | exchange
@@ -52,25 +55,25 @@ inline constexpr MetricName kStepPhaseDuration = {
     "kubetrain_step_phase_duration_seconds",
     "Wall time of one training step by phase: compute (data, forward, backward) or exchange."};
 inline constexpr MetricName kTrainLoss = {
-    "kubetrain_train_loss", "Mean training loss over the steps since the last update (~1 s)."};
+    api::kMetricTrainLoss, "Mean training loss over the steps since the last update (~1 s)."};
 inline constexpr MetricName kTrainAccuracy = {
-    "kubetrain_train_accuracy_ratio",
+    api::kMetricTrainAccuracy,
     "Training accuracy over the steps since the last update (~1 s), 0..1."};
 inline constexpr MetricName kLearningRate = {"kubetrain_learning_rate",
                                              "Learning rate of the current step."};
 inline constexpr MetricName kGlobalStep = {
-    "kubetrain_global_step",
+    api::kMetricGlobalStep,
     "Step this replica has reached: sync, the job's global step; async/ssp workers, their own "
     "steps; PS, updates applied; evaluator, the step last evaluated."};
 inline constexpr MetricName kTotalSteps = {
-    "kubetrain_total_steps",
+    api::kMetricTotalSteps,
     "Steps this replica will run in total, in kubetrain_global_step's units."};
 inline constexpr MetricName kSamplesPerSecond = {
-    "kubetrain_samples_per_second",
+    api::kMetricSamplesPerSecond,
     "Training samples per second of this replica over the last update interval (~1 s)."};
 
 // Replicas that evaluate (chief at epoch ends, evaluator).
-inline constexpr MetricName kEvalAccuracy = {"kubetrain_eval_accuracy_ratio",
+inline constexpr MetricName kEvalAccuracy = {api::kMetricEvalAccuracy,
                                              "Test accuracy of the last evaluation, 0..1."};
 inline constexpr MetricName kEvalLoss = {"kubetrain_eval_loss",
                                          "Test loss of the last evaluation."};

@@ -9,31 +9,33 @@
 namespace kubetrain::train {
 namespace {
 
+// The two-character JSON escape of `c`, or null when it has none.
+const char* ShortJsonEscape(char c) {
+  switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\n':
+      return "\\n";
+    case '\t':
+      return "\\t";
+    case '\r':
+      return "\\r";
+    default:
+      return nullptr;
+  }
+}
+
 void AppendJsonString(std::string* out, const std::string& s) {
   out->push_back('"');
   for (const char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out->push_back(c);
-        }
+    if (const char* escape = ShortJsonEscape(c)) {
+      out->append(escape);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out->push_back(c);
     }
   }
   out->push_back('"');

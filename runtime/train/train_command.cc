@@ -14,14 +14,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kubetrain/exit_codes.h"
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
+#include "api/env_vars.h"
+#include "api/exit_codes.h"
 #include "runtime/data/batch_sampler.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
 #include "runtime/exchange/allreduce/tcp_link.h"
 #include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/exchange_backend.h"
 #include "runtime/exchange/local_exchange.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
@@ -103,8 +105,9 @@ struct Role {
   api::TfConfig tf;
   std::vector<std::string> ps, chief, workers, evaluators;
   int num_workers = 0;
-  int worker_id = 0;  // chief 0, then workers
+  int worker_id = 0;  // api::WorldRank: chief 0, then workers; -1 for ps, evaluator
   std::string name;
+  exchange::ExchangeBackend backend = exchange::ExchangeBackend::kLocal;
 };
 
 absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
@@ -129,8 +132,11 @@ absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
     return absl::InvalidArgumentError(
         absl::StrCat("TF_CONFIG: task ", r.name, " is not in the cluster spec"));
   }
-  r.worker_id = r.tf.task_type == "chief" ? r.tf.task_index
-                                          : static_cast<int>(r.chief.size()) + r.tf.task_index;
+  r.worker_id = api::WorldRank(r.tf.task_type, r.tf.task_index, static_cast<int>(r.chief.size()))
+                    .value_or(-1);
+  r.backend = exchange::ChooseExchangeBackend({.has_cluster = true,
+                                               .ps_replicas = static_cast<int>(r.ps.size()),
+                                               .training_replicas = r.num_workers});
   return r;
 }
 
@@ -177,7 +183,7 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
 }
 
 // A worker of a job without PS replicas: data-parallel training by
-// allreduce. Rank = chief 0, then workers; rank 0 hosts the rendezvous on
+// allreduce. Rank: api::WorldRank (chief 0, then workers); rank 0 hosts the rendezvous on
 // its own kubetrain-port, evaluates and checkpoints.
 int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireDType dtype,
                        ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
@@ -295,14 +301,13 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   return kExitSuccess;
 }
 
-int RunWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
-              v1::WireDType dtype, ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
-              std::ostream& err, const Clock& clock) {
+int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
+                v1::WireDType dtype, ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
+                std::ostream& err, const Clock& clock) {
   auto fail = [&](const absl::Status& s) {
     err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
     return ExitCodeFor(s);
   };
-  if (role.ps.empty()) return RunAllreduceWorker(o, role, dtype, progress, metrics, err, clock);
   const bool initializer = role.worker_id == 0;
   data::Dataset train, test;
   if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
@@ -477,10 +482,10 @@ struct ReplicaMetrics {
 ReplicaMetrics StartMetrics(const TrainCommandOptions& o, const Role* role,
                             ProgressReporter& progress) {
   metrics::RuntimeMetricsOptions mo;
-  const std::map<std::string, std::string> env = {{"KUBETRAIN_JOB_NAME", o.job_name},
-                                                  {"KUBETRAIN_NAMESPACE", o.job_namespace},
-                                                  {"KUBETRAIN_REPLICA_TYPE", o.replica_type},
-                                                  {"KUBETRAIN_REPLICA_INDEX", o.replica_index}};
+  const std::map<std::string, std::string> env = {{api::kEnvJobName, o.job_name},
+                                                  {api::kEnvNamespace, o.job_namespace},
+                                                  {api::kEnvReplicaType, o.replica_type},
+                                                  {api::kEnvReplicaIndex, o.replica_index}};
   mo.constant_labels = metrics::ConstantLabelsFromEnv(
       [&env](const std::string& name) -> std::optional<std::string> {
         auto it = env.find(name);
@@ -493,8 +498,10 @@ ReplicaMetrics StartMetrics(const TrainCommandOptions& o, const Role* role,
   const bool trains = role == nullptr || type == "worker" || type == "chief";
   mo.training = trains;
   mo.evaluates = role == nullptr || type == "evaluator" || (trains && role->worker_id == 0);
-  mo.ps_client = role != nullptr && trains && !role->ps.empty();
-  mo.allreduce = role != nullptr && trains && role->ps.empty();
+  const exchange::ExchangeBackend backend =
+      role != nullptr ? role->backend : exchange::ExchangeBackend::kLocal;
+  mo.ps_client = trains && backend == exchange::ExchangeBackend::kParameterServer;
+  mo.allreduce = trains && backend == exchange::ExchangeBackend::kAllreduce;
   mo.writes_checkpoints = mo.allreduce && role->worker_id == 0 && !o.checkpoint_dir.empty();
   mo.ps_server = type == "ps";
   mo.start_time_unix_seconds = o.start_time_unix_seconds;
@@ -531,7 +538,10 @@ int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostrea
     return kExitPermanent;
   }
   ProgressReporter progress(out, "", *format);
-  if (o.tf_config.empty()) {
+  // Without a cluster the one candidate that fits is local training
+  // (exchange_backend.h).
+  if (exchange::ChooseExchangeBackend({.has_cluster = !o.tf_config.empty()}) ==
+      exchange::ExchangeBackend::kLocal) {
     ReplicaMetrics m = StartMetrics(o, nullptr, progress);
     absl::StatusOr<TrainResult> r = RunTrainingWith(o, progress, m.metrics.get(), clock);
     if (!r.ok()) {
@@ -557,8 +567,18 @@ int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostrea
   }
   ReplicaMetrics m = StartMetrics(o, &*role, progress);
   if (type == "ps") return RunPs(o, *role, *mode, progress, m.metrics.get(), err, clock);
-  if (type == "worker" || type == "chief")
-    return RunWorker(o, *role, *mode, *dtype, progress, m.metrics.get(), err, clock);
+  if (type == "worker" || type == "chief") {
+    switch (role->backend) {
+      case exchange::ExchangeBackend::kParameterServer:
+        return RunPsWorker(o, *role, *mode, *dtype, progress, m.metrics.get(), err, clock);
+      case exchange::ExchangeBackend::kAllreduce:
+        return RunAllreduceWorker(o, *role, *dtype, progress, m.metrics.get(), err, clock);
+      case exchange::ExchangeBackend::kLocal:
+        break;  // a cluster always has a distributed backend
+    }
+    err << "kubetrain: error: no exchange backend for " << role->name << std::endl;
+    return kExitPermanent;
+  }
   return RunEvaluator(o, *role, progress, m.metrics.get(), err, clock);
 }
 

@@ -14,7 +14,7 @@
 
 namespace kubetrain::train {
 
-// Runs the replica and returns the process exit code (kubetrain/exit_codes.h).
+// Runs the replica and returns the process exit code (api/exit_codes.h).
 // Errors are written to `err` as one line.
 int RunTrainCommand(const TrainCommandOptions& options, std::ostream& out, std::ostream& err,
                     const Clock& clock);

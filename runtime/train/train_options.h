@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api/ports.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/trainer.h"
@@ -21,7 +22,7 @@ struct TrainCommandOptions {
   int threads = 0;          // BLAS threads; 0 = every available CPU
   // Distributed training (ignored without TF_CONFIG).
   std::string tf_config;               // the TF_CONFIG environment variable
-  std::string job_token;               // KUBETRAIN_JOB_TOKEN
+  std::string job_token;               // api::kEnvJobToken
   std::string exchange_mode = "sync";  // sync | async | ssp:<s>
   int replicas_to_aggregate = 0;       // sync backup workers: 0 = every worker
   std::string wire_dtype = "fp32";     // fp32 | fp16
@@ -37,11 +38,12 @@ struct TrainCommandOptions {
   int keep_checkpoints = 3;
   double eval_interval_seconds = 10;  // evaluator: seconds between evaluations
   // Output and metrics.
-  std::string log_format = "text";  // text | json
-  int metrics_port = 8090;          // main: $KUBETRAIN_METRICS_PORT when set; 0 = off
+  std::string log_format = "text";       // text | json
+  int metrics_port = api::kMetricsPort;  // main: api::kEnvMetricsPort when set; 0 = off
   std::string metrics_address = "0.0.0.0";
   // Sources of the metrics' constant labels (main copies them from the
-  // environment: KUBETRAIN_JOB_NAME, _NAMESPACE, _REPLICA_TYPE, _REPLICA_INDEX).
+  // environment: api/env_vars.h kEnvJobName, kEnvNamespace, kEnvReplicaType,
+  // kEnvReplicaIndex).
   std::string job_name;
   std::string job_namespace;
   std::string replica_type;

@@ -1,5 +1,5 @@
 // The TrainingJob CRD: its shape, that it matches the fields the operator
-// reads (operator/api/training_job.cc), that every example passes its schema
+// reads (api/training_job.cc), that every example passes its schema
 // and CEL rules, that every job in invalid-jobs/ is refused naming the field,
 // that the immutability transition rule holds, and that the status schema holds
 // exactly the fields the operator writes (operator/controller/*.cc).
@@ -74,10 +74,11 @@ function schemaKeys(s, out = new Set()) {
   return out
 }
 
-// Keys operator/api/training_job.cc reads: the literal in every
-// Get*(obj, "key", ...), find("key") and CheckKnownFields list.
+// Keys the TrainingJob decoder (api/training_job*.cc) reads: the literal in
+// every Get*(obj, "key", ...), find("key") and CheckKnownFields list.
 function operatorKeys() {
-  const src = readFileSync(join(ROOT, 'operator/api/training_job.cc'), 'utf8')
+  const src = readdirSync(join(ROOT, 'api')).filter((f) => /^training_job.*\.cc$/.test(f))
+    .map((f) => readFileSync(join(ROOT, 'api', f), 'utf8')).join('\n')
   const keys = new Set()
   for (const m of src.matchAll(/\bGet(?:String|Bool|OptionalInt|StringMap|StringList|Enum<\w+>)\(\s*[\w*]+,\s*"(\w+)"/g)) keys.add(m[1])
   for (const m of src.matchAll(/(?:\.|->)find\("(\w+)"\)/g)) keys.add(m[1])
@@ -89,7 +90,7 @@ function operatorKeys() {
 
 test('the schema declares exactly the fields the operator reads', () => {
   const op = operatorKeys()
-  assert.ok(op.size > 20, `found only ${op.size} keys in training_job.cc: has its style changed?`)
+  assert.ok(op.size > 20, `found only ${op.size} keys in api/training_job*.cc: has its style changed?`)
   // ObjectMeta is the API server's, not the CRD schema's.
   const objectMeta = new Set(['name', 'namespace', 'labels', 'annotations', 'uid', 'resourceVersion', 'generation'])
   const statusKeys = schemaKeys(schema.properties.status)
@@ -101,8 +102,8 @@ test('the schema declares exactly the fields the operator reads', () => {
   assert.deepEqual(unread, [], 'fields the CRD declares under spec but the operator never reads')
 })
 
-test('defaults and enums agree with operator/api/training_job.h', () => {
-  const h = readFileSync(join(ROOT, 'operator/api/training_job.h'), 'utf8')
+test('defaults and enums agree with api/training_job.h', () => {
+  const h = readFileSync(join(ROOT, 'api/training_job.h'), 'utf8')
   const rs = schema.properties.spec.properties.replicaSpecs.additionalProperties.properties
   const rp = schema.properties.spec.properties.runPolicy.properties
   assert.equal(rs.replicas.default, 1)
@@ -339,7 +340,7 @@ test('status written by the operator validates', () => {
 })
 
 // restartPolicy ExitCode: `kubectl explain trainingjob.spec.replicaSpecs.Worker.restartPolicy`
-// states the rule the operator applies (operator/api/replica_policy.cc:
+// states the rule the operator applies (api/replica_policy.cc:
 // IsRetryableExitCode, code >= 128) and how it differs from Kubeflow's
 // documented list.
 test('the restartPolicy description states the ExitCode rule and how it differs from Kubeflow', () => {
@@ -349,7 +350,7 @@ test('the restartPolicy description states the ExitCode rule and how it differs 
   for (const s of ['1-127 fail the job', '128 and above', '129', "Kubeflow's documented", '139', '130, 137, 138', '143']) {
     assert.ok(d.includes(s), `restartPolicy description lacks "${s}": ${d}`)
   }
-  const src = readFileSync(join(ROOT, 'operator/api/replica_policy.cc'), 'utf8')
+  const src = readFileSync(join(ROOT, 'api/replica_policy.cc'), 'utf8')
   assert.match(src, /bool IsRetryableExitCode\(int code\) \{ return code >= 128; \}/,
     'the operator changed its rule: update the CRD description')
 })

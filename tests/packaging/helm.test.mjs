@@ -183,14 +183,14 @@ test('monitoring: ServiceMonitor on the metrics port, PodMonitor on job pods, th
   }
   const pm = only(objs, 'PodMonitor')
   assert.deepEqual(pm.spec.selector.matchExpressions, [{key: 'kubetrain.io/job-name', operator: 'Exists'}])
-  // The runtime's port by name (the operator's kt-metrics, replica_builder.h):
+  // The runtime's port by name (the operator's kt-metrics, api/ports.h):
   // one endpoint, no address rewriting (which made one target per container
   // port), no honorLabels (the runtime's labels clash with no target label).
   assert.deepEqual(pm.spec.podMetricsEndpoints, [{port: 'kt-metrics', path: '/metrics', interval: '15s'}])
   assert.equal(sm.spec.endpoints[0].honorLabels, undefined)
-  const builder = readFileSync(join(ROOT, 'operator/controller/replica_builder.h'), 'utf8')
-  assert.match(builder, /kMetricsPortName\[\] = "kt-metrics";/)
-  assert.match(builder, /kMetricsPort = 8090;/)
+  const ports = readFileSync(join(ROOT, 'api/ports.h'), 'utf8')
+  assert.match(ports, /kMetricsPortName\[\] = "kt-metrics";/)
+  assert.match(ports, /kMetricsPort = 8090;/)
   assert.equal(only(objs, 'ConfigMap').metadata.labels.grafana_dashboard, '1')
   // The alerts, as a PrometheusRule: exactly alert-rules.yaml's groups.
   const rule = only(objs, 'PrometheusRule')

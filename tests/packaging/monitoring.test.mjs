@@ -1,7 +1,8 @@
 // Metrics, alerts and the dashboard agree with each other and with the code,
 // whatever path Prometheus scrapes them by:
 // - the queries (alert rules, dashboard) use only labels the runtime or the
-//   operator write (runtime/metrics/metric_names.h, operator/metrics/metric_names.h)
+//   operator write (api/metric_names.h, runtime/metrics/metric_names.h,
+//   operator/metrics/metric_names.h)
 //   plus `le`, never a target label such as job or namespace, which
 //   Prometheus owns (a PodMonitor without honorLabels renames the exporter's
 //   own to exported_job);
@@ -53,9 +54,12 @@ if (process.argv.includes('--write-prometheusrule')) {
 }
 
 // Label names the exporters write: the string constants of the label
-// declarations in the two metric_names.h files.
+// declarations in the three metric_names.h files (api/ holds the constant
+// labels the operator reads back).
 function exportedLabels() {
   const out = new Set(['le'])
+  const api = readFileSync(join(ROOT, 'api/metric_names.h'), 'utf8')
+  for (const m of api.matchAll(/constexpr char kMetricLabel\w*\[\] = "([^"]+)"/g)) out.add(m[1])
   const runtime = readFileSync(join(ROOT, 'runtime/metrics/metric_names.h'), 'utf8')
   for (const m of runtime.matchAll(/constexpr char kLabel\w*\[\] = "([^"]+)"/g)) out.add(m[1])
   const operator = readFileSync(join(ROOT, 'operator/metrics/metric_names.h'), 'utf8')
@@ -164,6 +168,9 @@ test('scrape-config.yaml: no honor_labels; keeps the annotated pods', () => {
   assert.ok(job.relabel_configs.some((r) => (r.source_labels ?? []).includes('__meta_kubernetes_pod_annotation_prometheus_io_port')))
   // The operator puts the same annotations on every replica pod.
   const builder = readFileSync(join(ROOT, 'operator/controller/replica_builder.cc'), 'utf8')
-  assert.match(builder, /"prometheus\.io\/scrape", "true"/)
-  assert.match(builder, /"prometheus\.io\/port", kMetricsPortAnnotationValue/)
+  assert.match(builder, /kPrometheusScrapeAnnotation, "true"/)
+  assert.match(builder, /kPrometheusPortAnnotation, api::kMetricsPortString/)
+  const ports = readFileSync(join(ROOT, 'api/ports.h'), 'utf8')
+  assert.match(ports, /kPrometheusScrapeAnnotation\[\] = "prometheus\.io\/scrape";/)
+  assert.match(ports, /kPrometheusPortAnnotation\[\] = "prometheus\.io\/port";/)
 })

@@ -1,4 +1,4 @@
-// The operator's own validation (operator/api: ParseTrainingJob, ApplyDefaults,
+// The operator's own validation (api: ParseTrainingJob, ApplyDefaults,
 // Validate) and the CRD agree: every example is accepted, every job in
 // tests/packaging/invalid-jobs is answered as its "# operator:" line says (the
 // schema/CEL side is checked by crd.test.mjs against its "# expect:" line),
@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "operator/api/training_job.h"
-#include "operator/api/yaml_json.h"
+#include "api/training_job.h"
+#include "operator/kube/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -48,7 +48,7 @@ std::vector<fs::path> YamlFiles(const fs::path& dir) {
 const json& Schema() {
   static const json* schema = [] {
     absl::StatusOr<json> crd =
-        ParseYamlOrJson(Read(kRoot / "crds/kubetrain.io_trainingjobs.yaml"), "crd");
+        kube::ParseYamlOrJson(Read(kRoot / "crds/kubetrain.io_trainingjobs.yaml"), "crd");
     if (!crd.ok()) {
       ADD_FAILURE() << crd.status();
       return new json(json::object());

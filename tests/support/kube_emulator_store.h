@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "operator/kube/label_selector.h"
+#include "tests/support/label_selector.h"
 
 namespace kubetrain::testing {
 

@@ -56,7 +56,7 @@ struct AllreduceExchangeOptions {
   // data_advertise_host (this replica's Service name) at that port.
   std::string data_listen_host = "0.0.0.0";
   std::string data_advertise_host = "127.0.0.1";
-  std::string token;  // KUBETRAIN_JOB_TOKEN
+  std::string token;  // api::kEnvJobToken
   double rendezvous_timeout_seconds = 300;
   double stall_warning_seconds = 30;
   double peer_timeout_seconds = 120;

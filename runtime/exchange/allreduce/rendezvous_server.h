@@ -26,7 +26,7 @@ namespace kubetrain::allreduce {
 struct RendezvousServerOptions {
   std::string listen_address = "0.0.0.0:2222";
   std::vector<std::string> names;  // replica name of each rank; size = world
-  std::string token;               // KUBETRAIN_JOB_TOKEN; empty: no check
+  std::string token;               // api::kEnvJobToken; empty: no check
   uint64_t generation = 1;         // rank 0's incarnation
   std::string nccl_unique_id;      // handed to every rank (may be empty)
   double join_timeout_seconds = 300;

@@ -1,6 +1,7 @@
 #include "runtime/exchange/allreduce/ring_handshake.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/env_vars.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -37,7 +38,8 @@ absl::Status ReceiveHandshake(TcpConnection& conn, int expected_rank, uint64_t g
   std::string theirs(got.token_bytes, '\0');
   if (absl::Status s = conn.RecvAll(theirs.data(), theirs.size(), check); !s.ok()) return s;
   if (theirs != token) {
-    return absl::PermissionDeniedError("missing or wrong job token (KUBETRAIN_JOB_TOKEN)");
+    return absl::PermissionDeniedError(
+        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
   }
   if (got.generation != generation || static_cast<int>(got.rank) != expected_rank) {
     return absl::FailedPreconditionError(

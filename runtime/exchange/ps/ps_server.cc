@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kubetrain/exit_codes.h"
+#include "api/exit_codes.h"
 #include "runtime/exchange/ps/ps_service.h"
 
 namespace kubetrain::ps {

@@ -23,7 +23,7 @@ namespace kubetrain::ps {
 struct PsServerOptions {
   std::string listen_address = "0.0.0.0:2222";
   PsShardOptions shard;
-  std::string token;  // KUBETRAIN_JOB_TOKEN; empty disables the check
+  std::string token;  // api::kEnvJobToken; empty disables the check
   double peer_timeout_seconds = 120;
   // Set when the server is listening (tests use it to learn the port).
   std::function<void(int port)> on_listening;

@@ -19,7 +19,7 @@ namespace kubetrain::ps {
 
 class PsService final : public v1::ParameterServer::Service {
  public:
-  // `token` empty: no authentication (KUBETRAIN_JOB_TOKEN unset).
+  // `token` empty: no authentication (api::kEnvJobToken unset).
   // `metrics` (borrowed, may be null) counts the tensor bytes moved.
   PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr)
       : shard_(shard), token_(std::move(token)), metrics_(metrics) {}

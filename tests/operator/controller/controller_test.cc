@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "operator/api/cluster_spec.h"
-#include "operator/api/training_job.h"
+#include "api/cluster_spec.h"
+#include "api/training_job.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/kube/leader_elector.h"
@@ -316,8 +316,14 @@ TEST_F(ControllerTest, CompletedWorkerIsNeverRunAgain) {
   // Someone deletes the completed pod: it stays gone, and it still counts.
   ASSERT_TRUE(client().Delete(kube::kPods, ns(), "done-worker-1").ok());
   ASSERT_TRUE(WaitFor([&] { return Pods("done", true).size() == 2; }));
-  SetPodRunning("done-worker-0");           // an unrelated event: the job is reconciled again
-  absl::SleepFor(absl::Milliseconds(300));  // observing a steady state
+  // An unrelated event (a label on the other pod): the job is reconciled
+  // again, after the deletion.
+  const int reconciles = metrics_.Get("reconciles");
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kPods, ns(), "done-worker-0",
+                              Json{{"metadata", {{"labels", {{"touched", "yes"}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
   EXPECT_EQ(Pods("done", true).count("done-worker-1"), 0u);
   EXPECT_EQ(Status("done")["replicaStatuses"]["Worker"]["succeeded"], 1);
   SetPodSucceeded("done-worker-0");
@@ -413,6 +419,8 @@ TEST_F(ControllerTest, ARecreatedJobGetsATokenSecretOfItsOwn) {
   }));
   EXPECT_TRUE(client().Get(kube::kSecrets, ns(), name).ok()) << name;
   bool refers = false;
+  // A named map: a range-for over an element of Pods()'s temporary would read
+  // freed memory (the temporary dies before the loop runs).
   std::map<std::string, Json> pods = Pods("again");
   for (const Json& e : pods["again-worker-0"]["spec"]["containers"][0]["env"]) {
     if (e.value("name", "") == "KUBETRAIN_JOB_TOKEN") {
@@ -451,8 +459,11 @@ TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {
   // A third operator on a fully reconciled job changes nothing.
   int creates = target_->emulator()->RequestCount("POST", "/pods");
   StopController();
+  const int reconciles = metrics_.Get("reconciles");
   StartController();
-  absl::SleepFor(absl::Milliseconds(500));  // observing a steady state
+  // Its first pass over the job (level-triggered: every cached job is queued
+  // at start) has finished.
+  ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
   EXPECT_EQ(target_->emulator()->RequestCount("POST", "/pods"), creates);
 }
 

@@ -203,8 +203,8 @@ Json Condition(const std::string& type, const std::string& status = "True") {
 std::string Page(const std::string& job, const std::string& ns, int step, double loss,
                  bool with_eval = true) {
   auto labels = [&](const std::string& type, int index) {
-    return absl::StrCat("{job=\"", job, "\",namespace=\"", ns, "\",replica_type=\"", type,
-                        "\",replica_index=\"", index, "\"}");
+    return absl::StrCat("{training_job=\"", job, "\",training_namespace=\"", ns,
+                        "\",replica_type=\"", type, "\",replica_index=\"", index, "\"}");
   };
   const std::string me = labels("worker", 0);
   const std::string other = labels("worker", 1);
@@ -448,7 +448,7 @@ TEST_F(ProgressPollerTest, BrokenEndpointKeepsProgressAndWarnsOncePerStreak) {
   server_->Serve(500, "internal error\n");
   EXPECT_EQ(poller->PollOnce(), 0);
   EXPECT_EQ(poller->PollOnce(), 0);
-  server_->Serve(200, "kubetrain_global_step{job=\"flaky\" 60\n");
+  server_->Serve(200, "kubetrain_global_step{training_job=\"flaky\" 60\n");
   EXPECT_EQ(poller->PollOnce(), 0);
   EXPECT_EQ(Progress("flaky"), good);
   EXPECT_EQ(log_.Count(kube::LogLevel::kWarning), 1) << log_.All();
@@ -502,13 +502,13 @@ TEST_F(ProgressPollerTest, FakeFetcherOtherReplicasIgnoredMissingMetricsOmitted)
   const std::string url = "http://127.0.0.1:8090/metrics";
   // Other replicas' series (and another job's) around an unlabelled step; no
   // loss, no samples/s; only training accuracy; total steps NaN.
-  fetcher.Set(
-      url,
-      absl::StrCat("kubetrain_global_step{replica_type=\"worker\",replica_index=\"1\"}"
-                   " 900\n",
-                   "kubetrain_global_step{job=\"other\"} 800\n", "kubetrain_global_step 30\n",
-                   "kubetrain_total_steps NaN\n", "kubetrain_train_loss{replica_type=\"ps\"} 9\n",
-                   "kubetrain_train_accuracy_ratio{namespace=\"", ns(), "\"} 0.625\n"));
+  fetcher.Set(url, absl::StrCat("kubetrain_global_step{replica_type=\"worker\",replica_index=\"1\"}"
+                                " 900\n",
+                                "kubetrain_global_step{training_job=\"other\"} 800\n",
+                                "kubetrain_global_step 30\n", "kubetrain_total_steps NaN\n",
+                                "kubetrain_train_loss{replica_type=\"ps\"} 9\n",
+                                "kubetrain_train_accuracy_ratio{training_namespace=\"", ns(),
+                                "\"} 0.625\n"));
   auto poller = MakePoller(fetcher);
   EXPECT_EQ(poller->PollOnce(), 1) << log_.All();
   EXPECT_EQ(fetcher.Urls(), std::vector<std::string>{url});
@@ -617,13 +617,13 @@ TEST(ProgressHelpersTest, ProgressFromMetricsMatchesTheReplicaLabels) {
              {"labels",
               {{"kubetrain.io/replica-type", "chief"}, {"kubetrain.io/replica-index", "0"}}}}}};
   absl::StatusOr<PrometheusExposition> page = ParsePrometheusText(
-      "kubetrain_global_step{job=\"j\",namespace=\"other\"} 1\n"
-      "kubetrain_global_step{job=\"j\",replica_type=\"worker\"} 2\n"
-      "kubetrain_global_step{job=\"j\",replica_type=\"chief\",replica_index=\"1\"} 3\n"
-      "kubetrain_global_step{job=\"j\",namespace=\"ns\",replica_type=\"chief\","
+      "kubetrain_global_step{training_job=\"j\",training_namespace=\"other\"} 1\n"
+      "kubetrain_global_step{training_job=\"j\",replica_type=\"worker\"} 2\n"
+      "kubetrain_global_step{training_job=\"j\",replica_type=\"chief\",replica_index=\"1\"} 3\n"
+      "kubetrain_global_step{training_job=\"j\",training_namespace=\"ns\",replica_type=\"chief\","
       "replica_index=\"0\"} 4\n"
-      "kubetrain_total_steps{job=\"k\"} 10\n"
-      "kubetrain_train_loss{job=\"j\"} +Inf\n"
+      "kubetrain_total_steps{training_job=\"k\"} 10\n"
+      "kubetrain_train_loss{training_job=\"j\"} +Inf\n"
       "kubetrain_train_accuracy_ratio 0.5\n"
       "kubetrain_eval_accuracy_ratio{replica_type=\"evaluator\"} 0.9\n"
       "kubetrain_samples_per_second{phase=\"compute\"} 12\n");

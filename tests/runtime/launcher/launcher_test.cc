@@ -23,7 +23,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "operator/api/cluster_spec.h"
+#include "api/cluster_spec.h"
 #include "tests/support/temp_files.h"
 
 namespace kubetrain::launcher {

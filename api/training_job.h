@@ -1,0 +1,179 @@
+// TrainingJob (kubetrain.io/v1alpha1): the C++ form of the resource, parsed
+// from YAML/JSON, defaulted, validated, and written back to JSON. Shared by
+// the operator and the local launcher (`kubetrain run`).
+//
+// Field names and defaults follow Kubeflow's TFJob where TFJob has them:
+//   - restartPolicy defaults to Never (TFJobDefaultRestartPolicy in
+//     kubeflow/training-operator pkg/apis/kubeflow.org/v1/tensorflow_types.go);
+//   - replicas defaults to 1; replica-type keys are matched case-insensitively
+//     and normalised to PS, Worker, Chief, Evaluator;
+//   - the container port named `kubetrain-port` defaults to 2222 and is added
+//     to the first container by ApplyDefaults, as TFJob does for tfjob-port.
+// cleanPodPolicy defaults to Running (ARCHITECTURE.md; TFJob v1 uses None).
+//
+// The pod template is kept as JSON so the operator can copy it to pods
+// unchanged; FirstContainer() gives typed access to the container that runs
+// the replica (the first one).
+//
+// Value types; functions are stateless and thread-safe. No exceptions escape.
+#ifndef KUBETRAIN_API_TRAINING_JOB_H_
+#define KUBETRAIN_API_TRAINING_JOB_H_
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kubetrain::api {
+
+inline constexpr char kApiVersion[] = "kubetrain.io/v1alpha1";
+inline constexpr char kKind[] = "TrainingJob";
+inline constexpr char kDefaultNamespace[] = "default";
+inline constexpr char kPortName[] = "kubetrain-port";
+inline constexpr int kDefaultPort = 2222;
+
+// Replica types, in the order replicas are started locally.
+enum class ReplicaType { kPS, kWorker, kChief, kEvaluator };
+inline constexpr ReplicaType kAllReplicaTypes[] = {ReplicaType::kPS, ReplicaType::kWorker,
+                                                   ReplicaType::kChief, ReplicaType::kEvaluator};
+
+// "PS", "Worker", "Chief", "Evaluator": the spec's keys.
+std::string ReplicaTypeName(ReplicaType type);
+// "ps", "worker", "chief", "evaluator": names, TF_CONFIG and env.
+std::string ReplicaTypeLower(ReplicaType type);
+// Case-insensitive: "worker", "Worker" and "WORKER" are all kWorker.
+std::optional<ReplicaType> ParseReplicaType(std::string_view name);
+
+enum class RestartPolicy { kAlways, kOnFailure, kNever, kExitCode };
+std::string RestartPolicyName(RestartPolicy policy);
+std::optional<RestartPolicy> ParseRestartPolicy(std::string_view name);
+inline constexpr RestartPolicy kDefaultRestartPolicy = RestartPolicy::kNever;
+
+enum class CleanPodPolicy { kRunning, kAll, kNone };
+std::string CleanPodPolicyName(CleanPodPolicy policy);
+std::optional<CleanPodPolicy> ParseCleanPodPolicy(std::string_view name);
+
+enum class SuccessPolicy { kDefault, kAllWorkers };  // "" and "AllWorkers"
+std::string SuccessPolicyName(SuccessPolicy policy);
+std::optional<SuccessPolicy> ParseSuccessPolicy(std::string_view name);
+
+struct ObjectMeta {
+  std::string name;
+  std::string namespace_name;  // "" until ApplyDefaults sets "default"
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  bool operator==(const ObjectMeta&) const = default;
+};
+
+// Typed view of a container in the pod template. Resources and other
+// Kubernetes fields are left in the template.
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool value_from = false;  // set through valueFrom (Secret, field ref...)
+  bool operator==(const EnvVar&) const = default;
+};
+
+struct ContainerPort {
+  std::string name;
+  int32_t container_port = 0;
+  std::string protocol;
+  bool operator==(const ContainerPort&) const = default;
+};
+
+struct Container {
+  std::string name;
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::vector<EnvVar> env;
+  std::vector<ContainerPort> ports;
+  bool operator==(const Container&) const = default;
+};
+
+struct ReplicaSpec {
+  std::optional<int32_t> replicas;                         // default 1
+  std::optional<RestartPolicy> restart_policy;             // default Never
+  nlohmann::json pod_template = nlohmann::json::object();  // `template`
+
+  int32_t Replicas() const { return replicas.value_or(1); }
+  RestartPolicy Restart() const { return restart_policy.value_or(kDefaultRestartPolicy); }
+  // The first container of template.spec.containers; InvalidArgument naming
+  // the path (relative to the replica spec) when missing or malformed.
+  absl::StatusOr<Container> FirstContainer() const;
+  // containerPort of the first container's port named kubetrain-port, else
+  // 2222.
+  int32_t Port() const;
+  bool operator==(const ReplicaSpec&) const = default;
+};
+
+struct SchedulingPolicy {
+  std::optional<int32_t> min_available;
+  std::string queue;
+  std::string priority_class;
+  bool operator==(const SchedulingPolicy&) const = default;
+};
+
+struct RunPolicy {
+  std::optional<CleanPodPolicy> clean_pod_policy;  // default Running
+  std::optional<int32_t> backoff_limit;            // restarts allowed, all replicas together
+  std::optional<int64_t> active_deadline_seconds;
+  std::optional<int32_t> ttl_seconds_after_finished;
+  bool suspend = false;
+  std::optional<SchedulingPolicy> scheduling_policy;
+  bool operator==(const RunPolicy&) const = default;
+};
+
+struct TrainingJobSpec {
+  std::map<ReplicaType, ReplicaSpec> replica_specs;
+  RunPolicy run_policy;
+  SuccessPolicy success_policy = SuccessPolicy::kDefault;
+  bool operator==(const TrainingJobSpec&) const = default;
+};
+
+struct TrainingJob {
+  std::string api_version = kApiVersion;
+  std::string kind = kKind;
+  ObjectMeta metadata;
+  TrainingJobSpec spec;
+  nlohmann::json status;  // passed through unchanged; null when absent
+
+  // The spec for `type`, or nullptr when the job has none.
+  const ReplicaSpec* Find(ReplicaType type) const;
+  // Replicas of `type` (0 when the type is absent).
+  int32_t ReplicaCount(ReplicaType type) const;
+  bool operator==(const TrainingJob&) const = default;
+};
+
+// Parses YAML or JSON text (one document). Structural problems (wrong types,
+// unknown fields in spec, unknown replica types, bad enum values) are
+// InvalidArgument errors naming the field path; malformed text gives the
+// line and column. Does not apply defaults or validate: see LoadTrainingJob.
+absl::StatusOr<TrainingJob> ParseTrainingJob(const std::string& text,
+                                             const std::string& source_name);
+absl::StatusOr<TrainingJob> FromJson(const nlohmann::json& json);
+nlohmann::json ToJson(const TrainingJob& job);
+
+// Sets unset fields to their defaults (see the top comment). Idempotent.
+void ApplyDefaults(TrainingJob& job);
+
+// Semantic checks; InvalidArgument "<field path>: <problem>", e.g.
+// "spec.replicaSpecs.Worker.replicas: must be >= 0, got -1".
+absl::Status Validate(const TrainingJob& job);
+
+// Parse + ApplyDefaults + Validate; errors are prefixed with source_name.
+absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,
+                                            const std::string& source_name);
+
+}  // namespace kubetrain::api
+
+#endif  // KUBETRAIN_API_TRAINING_JOB_H_
