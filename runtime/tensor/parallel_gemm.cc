@@ -1,0 +1,37 @@
+#include "runtime/tensor/parallel_gemm.h"
+
+#include "runtime/tensor/parallel_for.h"
+
+namespace kubetrain {
+namespace {
+
+// Blocks narrower than this run slower than one thread doing both.
+constexpr int64_t kMinBlock = 32;
+// Below this many multiply-adds a GEMM is not worth splitting.
+constexpr int64_t kMinSplitWork = int64_t{1} << 20;
+
+}  // namespace
+
+void ParallelGemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+  if (m * n * k < kMinSplitWork) {
+    Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (m >= n) {
+    // Row blocks of C: rows of op(A).
+    ParallelFor(m, kMinBlock, [&](int, int64_t begin, int64_t end) {
+      const float* ab = trans_a == Trans::kNo ? a + begin * lda : a + begin;
+      Gemm(trans_a, trans_b, end - begin, n, k, alpha, ab, lda, b, ldb, beta, c + begin * ldc, ldc);
+    });
+  } else {
+    // Column blocks of C: columns of op(B).
+    ParallelFor(n, kMinBlock, [&](int, int64_t begin, int64_t end) {
+      const float* bb = trans_b == Trans::kNo ? b + begin : b + begin * ldb;
+      Gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, bb, ldb, beta, c + begin, ldc);
+    });
+  }
+}
+
+}  // namespace kubetrain
