@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/init.h"
+#include "runtime/nn/kernels/relu.h"
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/parallel_for.h"
 
@@ -144,12 +145,18 @@ void Conv2D::TransposeWeights() {
 void Conv2D::ForwardDirect(const TensorView& in, const TensorView& out) {
   TransposeWeights();
   const ConvGeometry g = Geometry();
+  const int64_t in_image = in_h_ * in_w_ * in_c_;
+  const int64_t out_image = out_h_ * out_w_ * opt_.filters;
   ParallelFor(in.dim(0), 1, [&](int, int64_t begin, int64_t end) {
-    DirectConvForward(g, begin, end, in.data(), wt_.data(), b_.data(), out.data());
+    for (int64_t b = begin; b < end; ++b) {
+      float* y = out.data() + b * out_image;
+      DirectConvForward(g, 0, 1, in.data() + b * in_image, wt_.data(), b_.data(), y);
+      if (relu_) kernels::ReluForward(0, out_image, y, y);
+    }
   });
 }
 
-void Conv2D::BackwardDirect(const TensorView& in, const TensorView& grad_out,
+void Conv2D::BackwardDirect(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                             const TensorView* grad_in) {
   const int64_t n = in.dim(0);
   const int64_t f = opt_.filters;
@@ -157,15 +164,25 @@ void Conv2D::BackwardDirect(const TensorView& in, const TensorView& grad_out,
   if (static_cast<int>(scratch_.size()) < chunks) scratch_.resize(static_cast<size_t>(chunks));
   TransposeWeights();
   const ConvGeometry g = Geometry();
+  const int64_t in_image = in_h_ * in_w_ * in_c_;
+  const int64_t out_image = out_h_ * out_w_ * f;
   ParallelFor(n, 1, [&](int chunk, int64_t begin, int64_t end) {
     Scratch& s = scratch_[static_cast<size_t>(chunk)];
     s.dw.EnsureSize(static_cast<size_t>(f * patch_));
     s.db.EnsureSize(static_cast<size_t>(f));
     std::fill_n(s.dw.data(), f * patch_, 0.0f);
     std::fill_n(s.db.data(), f, 0.0f);
-    DirectConvParamGrad(g, begin, end, in.data(), grad_out.data(), s.dw.data(), s.db.data());
-    if (grad_in != nullptr) {
-      DirectConvInputGrad(g, begin, end, grad_out.data(), wt_.data(), grad_in->data());
+    if (relu_) s.gy.EnsureSize(static_cast<size_t>(out_image));
+    for (int64_t b = begin; b < end; ++b) {
+      const float* gy = grad_out.data() + b * out_image;
+      if (relu_) {
+        kernels::ReluBackward(0, out_image, out.data() + b * out_image, gy, s.gy.data());
+        gy = s.gy.data();
+      }
+      DirectConvParamGrad(g, 0, 1, in.data() + b * in_image, gy, s.dw.data(), s.db.data());
+      if (grad_in != nullptr) {
+        DirectConvInputGrad(g, 0, 1, gy, wt_.data(), grad_in->data() + b * in_image);
+      }
     }
   });
   // Sum the chunks' gradients in chunk order, then transpose dW back.
@@ -205,6 +222,7 @@ void Conv2D::Forward(const TensorView& in, const TensorView& out, bool training)
       // y{rows, F} += col{rows, patch} * W^T{patch, F}
       Gemm(Trans::kNo, Trans::kYes, rows, f, patch_, 1.0f, col, patch_, w_.data(), patch_, 1.0f, y,
            f);
+      if (relu_) kernels::ReluForward(0, rows * f, y, y);
     }
   });
 }
@@ -212,7 +230,7 @@ void Conv2D::Forward(const TensorView& in, const TensorView& out, bool training)
 void Conv2D::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                       const TensorView* grad_in) {
   if (direct_) {
-    BackwardDirect(in, grad_out, grad_in);
+    BackwardDirect(in, out, grad_out, grad_in);
     return;
   }
   const int64_t n = in.dim(0);
@@ -224,10 +242,15 @@ void Conv2D::Backward(const TensorView& in, const TensorView& out, const TensorV
   ParallelFor(n, 1, [&](int chunk, int64_t begin, int64_t end) {
     Scratch& s = scratch_[static_cast<size_t>(chunk)];
     std::fill_n(s.db.data(), f, 0.0f);
+    if (relu_) s.gy.EnsureSize(static_cast<size_t>(group * pixels * f));
     for (int64_t first = begin; first < end; first += group) {
       const int64_t count = std::min(group, end - first);
       const int64_t rows = count * pixels;
       const float* gy = grad_out.data() + first * pixels * f;
+      if (relu_) {
+        kernels::ReluBackward(0, rows * f, out.data() + first * pixels * f, gy, s.gy.data());
+        gy = s.gy.data();
+      }
       Im2Col(in.data(), first, count, s.col.data());
       // dW{F, patch} (+)= dY^T{F, rows} * col{rows, patch}
       Gemm(Trans::kYes, Trans::kNo, f, patch_, rows, 1.0f, gy, f, s.col.data(), patch_,

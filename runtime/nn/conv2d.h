@@ -51,13 +51,17 @@ class Conv2D : public Layer {
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
   int64_t InputGradFlops(int64_t batch) const override { return ForwardFlops(batch); }
+  bool FuseRelu() override {
+    relu_ = true;
+    return true;
+  }
   std::string Describe() const override;
 
  private:
   // Per-chunk scratch: an image group's im2col matrix and its gradient,
   // and the chunk's weight and bias gradients.
   struct Scratch {
-    AlignedBuffer col, dcol, dw, db;
+    AlignedBuffer col, dcol, dw, db, gy;  // gy: grad_out through the fused ReLU
   };
 
   // Images per GEMM: as many as keep the im2col matrix near kColBytes.
@@ -67,7 +71,8 @@ class Conv2D : public Layer {
   // wt_ = W transposed to {kernel, kernel, in_c, filters}.
   void TransposeWeights();
   void ForwardDirect(const TensorView& in, const TensorView& out);
-  void BackwardDirect(const TensorView& in, const TensorView& grad_out, const TensorView* grad_in);
+  void BackwardDirect(const TensorView& in, const TensorView& out, const TensorView& grad_out,
+                      const TensorView* grad_in);
   // col{count * out_h * out_w, patch} for images [first, first + count).
   void Im2Col(const float* in, int64_t first, int64_t count, float* col) const;
   // Overwrites grad_in for images [first, first + count) from their dcol.
@@ -80,6 +85,7 @@ class Conv2D : public Layer {
   int w_index_ = -1, b_index_ = -1;
   TensorView w_, b_, dw_, db_;
   bool direct_ = false;
+  bool relu_ = false;
   std::vector<Scratch> scratch_;  // one per ParallelFor chunk
   AlignedBuffer wt_;              // direct only
 };

@@ -59,6 +59,8 @@ class Model {
  private:
   Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes);
   void EnsureBatch(int64_t batch);
+  // Where layer i's output lives: a fused relu's is its producer's.
+  float* OutputData(size_t i);
 
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
@@ -75,6 +77,9 @@ class Model {
   // Flat offset of each layer's first parameter (its tensors are
   // contiguous); -1 for layers without parameters.
   std::vector<int64_t> param_offset_;
+  // fused_relu_[i]: layer i is a relu that layer i - 1 applies itself
+  // (Layer::FuseRelu); Forward and Backward skip it.
+  std::vector<bool> fused_relu_;
 };
 
 }  // namespace kubetrain::nn

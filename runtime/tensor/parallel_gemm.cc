@@ -1,5 +1,7 @@
 #include "runtime/tensor/parallel_gemm.h"
 
+#include <cblas.h>
+
 #include "runtime/tensor/parallel_for.h"
 
 namespace kubetrain {
@@ -16,7 +18,13 @@ void ParallelGemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
   if (m * n * k < kMinSplitWork) {
+    // One thread, OpenBLAS's included: waking its workers for this little
+    // work costs more than it saves, and they would then spin beside the
+    // ParallelFor pool.
+    const int blas = openblas_get_num_threads();
+    if (blas != 1) openblas_set_num_threads(1);
     Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (blas != 1) openblas_set_num_threads(blas);
     return;
   }
   if (m >= n) {

@@ -132,6 +132,14 @@ TEST(GradientCheck, Conv2DStridedValid) {
   h.CheckAll(rng, 120);
 }
 
+TEST(GradientCheck, Conv2DOneChannelSamePadding) {
+  std::mt19937_64 rng(6);
+  Conv2D layer({.filters = 16, .kernel = 3, .stride = 1, .padding = -1});
+  Harness h{layer, {6, 5, 1}, 3};
+  h.Setup(rng, Random(3 * 6 * 5, rng));
+  h.CheckAll(rng, 120);
+}
+
 TEST(GradientCheck, Conv2DIm2ColSamePadding) {
   std::mt19937_64 rng(2);
   Conv2D layer(
@@ -162,15 +170,18 @@ TEST(GradientCheck, Conv2DIm2ColStridedValid) {
 // Direct and im2col agree on outputs and all gradients, over a batch large
 // enough to be cut into several chunks and image groups.
 TEST(Conv2D, DirectMatchesIm2Col) {
-  for (const Shape& in_shape : {Shape{9, 8, 1}, Shape{6, 7, 5}}) {
-    SCOPED_TRACE(ShapeToString(in_shape));
+  // One channel with 16 filters takes direct_conv's unrolled 3x3 path; 6
+  // filters and 5 channels its general one.
+  const std::pair<Shape, int64_t> cases[] = {{{9, 8, 1}, 16}, {{9, 8, 1}, 6}, {{6, 7, 5}, 6}};
+  for (const auto& [in_shape, filters] : cases) {
+    SCOPED_TRACE(ShapeToString(in_shape) + " filters=" + std::to_string(filters));
     std::mt19937_64 rng(4);
     const int64_t batch = 37;
     std::vector<float> x = Random(static_cast<size_t>(batch * NumElements(in_shape)), rng);
     std::vector<float> out[2], gx[2], grads[2];
     std::vector<float> gy;
     for (int a = 0; a < 2; ++a) {
-      Conv2D layer({.filters = 6,
+      Conv2D layer({.filters = filters,
                     .kernel = 3,
                     .stride = 1,
                     .padding = -1,
