@@ -61,9 +61,8 @@ TEST(Model, FusedReluGivesTheSameBitsAsASeparateLayer) {
       {"type": "conv2d", "filters": 16, "kernel": 3},)",
                         gap, R"("relu",
       {"type": "maxpool2d", "size": 2},
-      "flatten",
-      {"type": "dense", "units": 12},)",
-                        gap, R"("relu",
+      "flatten",)",
+                        gap, R"({"type": "dense", "units": 12},)", gap, R"("relu",
       {"type": "dense", "units": 5},)",
                         gap, R"("relu"]})");
   };
