@@ -3,13 +3,7 @@
 #include <cstring>
 #include <vector>
 
-// Compiled for AVX-512 and AVX2+FMA as well as the baseline; the loader picks
-// the best the CPU has (GCC function multi-versioning).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KT_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KT_CPU_CLONES
-#endif
+#include "runtime/tensor/kernels/cpu_clones.h"
 
 namespace kubetrain::nn {
 namespace {

@@ -3,9 +3,24 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/kernels/max_pool.h"
+#include "runtime/tensor/kernels/cpu_clones.h"
 #include "runtime/tensor/parallel_for.h"
 
 namespace kubetrain::nn {
+namespace {
+
+// CPU launch wrappers: the kernels vectorised for the CPU's best ISA.
+KT_CPU_CLONES void ForwardImages(const kernels::MaxPoolGeometry& g, int64_t begin, int64_t end,
+                                 const float* x, float* y, int32_t* argmax) {
+  kernels::MaxPoolForward(g, begin, end, x, y, argmax);
+}
+
+KT_CPU_CLONES void BackwardImages(const kernels::MaxPoolGeometry& g, int64_t begin, int64_t end,
+                                  const float* gy, const int32_t* argmax, float* gx) {
+  kernels::MaxPoolBackward(g, begin, end, gy, argmax, gx);
+}
+
+}  // namespace
 
 absl::StatusOr<Shape> MaxPool2D::Build(const Shape& input_shape) {
   if (size_ <= 0) {
@@ -32,7 +47,7 @@ void MaxPool2D::Forward(const TensorView& in, const TensorView& out, bool traini
   const kernels::MaxPoolGeometry g{in_h_, in_w_, c_, out_h_, out_w_, size_, stride_};
   argmax_.resize(static_cast<size_t>(n * g.out_image()));
   ParallelFor(n, 1, [&](int, int64_t begin, int64_t end) {
-    kernels::MaxPoolForward(g, begin, end, in.data(), out.data(), argmax_.data());
+    ForwardImages(g, begin, end, in.data(), out.data(), argmax_.data());
   });
 }
 
@@ -42,7 +57,7 @@ void MaxPool2D::Backward(const TensorView& in, const TensorView& out, const Tens
   const int64_t n = in.dim(0);
   const kernels::MaxPoolGeometry g{in_h_, in_w_, c_, out_h_, out_w_, size_, stride_};
   ParallelFor(n, 1, [&](int, int64_t begin, int64_t end) {
-    kernels::MaxPoolBackward(g, begin, end, grad_out.data(), argmax_.data(), grad_in->data());
+    BackwardImages(g, begin, end, grad_out.data(), argmax_.data(), grad_in->data());
   });
 }
 
