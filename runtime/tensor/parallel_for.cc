@@ -12,6 +12,11 @@
 namespace kubetrain {
 namespace {
 
+// Chunks per pool thread at most: threads take chunks as they free up, so
+// a thread that the OS runs less often (another process on its CPU) takes
+// fewer of them instead of holding up the region.
+constexpr int kChunksPerThread = 4;
+
 // True on pool workers and on a caller while it runs a region.
 thread_local bool t_in_region = false;
 
@@ -41,7 +46,11 @@ class Pool {
     {
       std::lock_guard<std::mutex> l(config_mu_);
       if (threads_ == 0) threads_ = std::max(1, openblas_get_num_threads());
-      Resize(std::max(threads_, chunks) - 1);
+      Resize(threads_ - 1);
+    }
+    if (workers_.empty()) {  // one thread: no hand-over, OpenBLAS untouched
+      RunInline(chunks, task);
+      return;
     }
     const int blas = openblas_get_num_threads();
     if (blas != 1) openblas_set_num_threads(1);
@@ -143,8 +152,10 @@ int ComputeThreads() { return ThePool().threads(); }
 
 int ParallelChunks(int64_t n, int64_t grain) {
   if (n <= 0) return 0;
-  const int64_t by_grain = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ComputeThreads(), by_grain)));
+  const int64_t g = std::max<int64_t>(grain, 1);
+  const int64_t by_grain = (n + g - 1) / g;
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(int64_t{kChunksPerThread} * ComputeThreads(), by_grain)));
 }
 
 void ParallelFor(int64_t n, int64_t grain,

@@ -27,8 +27,9 @@ void SetComputeThreads(int n);
 // The pool's thread count; before any SetComputeThreads, OpenBLAS's.
 int ComputeThreads();
 
-// Number of chunks ParallelFor(n, grain, ...) uses: min(threads,
-// ceil(n / grain)), at least 1 (0 when n <= 0).
+// Number of chunks ParallelFor(n, grain, ...) uses: min(4 * threads,
+// ceil(n / grain)), at least 1 (0 when n <= 0). Threads take chunks as they
+// become free, so a thread slowed by another process takes fewer.
 int ParallelChunks(int64_t n, int64_t grain);
 
 // Runs fn(chunk, begin, end) over the chunks of [0, n); chunk c covers

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "runtime/tensor/parallel_for.h"
 
 namespace kubetrain {
@@ -27,18 +29,23 @@ void ParallelGemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
     if (blas != 1) openblas_set_num_threads(blas);
     return;
   }
+  // One block per thread: smaller GEMMs would run slower.
+  const int64_t threads = ComputeThreads();
   if (m >= n) {
     // Row blocks of C: rows of op(A).
-    ParallelFor(m, kMinBlock, [&](int, int64_t begin, int64_t end) {
-      const float* ab = trans_a == Trans::kNo ? a + begin * lda : a + begin;
-      Gemm(trans_a, trans_b, end - begin, n, k, alpha, ab, lda, b, ldb, beta, c + begin * ldc, ldc);
-    });
+    ParallelFor(m, std::max(kMinBlock, (m + threads - 1) / threads),
+                [&](int, int64_t begin, int64_t end) {
+                  const float* ab = trans_a == Trans::kNo ? a + begin * lda : a + begin;
+                  Gemm(trans_a, trans_b, end - begin, n, k, alpha, ab, lda, b, ldb, beta,
+                       c + begin * ldc, ldc);
+                });
   } else {
     // Column blocks of C: columns of op(B).
-    ParallelFor(n, kMinBlock, [&](int, int64_t begin, int64_t end) {
-      const float* bb = trans_b == Trans::kNo ? b + begin : b + begin * ldb;
-      Gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, bb, ldb, beta, c + begin, ldc);
-    });
+    ParallelFor(
+        n, std::max(kMinBlock, (n + threads - 1) / threads), [&](int, int64_t begin, int64_t end) {
+          const float* bb = trans_b == Trans::kNo ? b + begin : b + begin * ldb;
+          Gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, bb, ldb, beta, c + begin, ldc);
+        });
   }
 }
 

@@ -25,12 +25,12 @@ TEST_F(ParallelForTest, ChunksDependOnSizeGrainAndThreadsOnly) {
   EXPECT_EQ(ParallelChunks(0, 1), 0);
   EXPECT_EQ(ParallelChunks(1, 1), 1);
   EXPECT_EQ(ParallelChunks(2, 1), 2);
-  EXPECT_EQ(ParallelChunks(100, 1), 3);
+  EXPECT_EQ(ParallelChunks(100, 1), 12);  // 4 per thread at most
   EXPECT_EQ(ParallelChunks(100, 40), 3);
   EXPECT_EQ(ParallelChunks(100, 50), 2);
   EXPECT_EQ(ParallelChunks(100, 1000), 1);
   SetBlasThreads(1);
-  EXPECT_EQ(ParallelChunks(100, 1), 1);
+  EXPECT_EQ(ParallelChunks(100, 1), 4);
 }
 
 TEST_F(ParallelForTest, CoversEveryIndexOnceInContiguousChunks) {
@@ -97,6 +97,16 @@ TEST_F(ParallelForTest, NestedAndConcurrentRegionsRunInline) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total, 4 * 100 * 1000);
+}
+
+TEST_F(ParallelForTest, OneThreadRunsEveryChunkOnTheCaller) {
+  SetBlasThreads(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  ParallelFor(100, 1, [&](int, int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) elsewhere++;
+  });
+  EXPECT_EQ(elsewhere, 0);
 }
 
 TEST_F(ParallelForTest, HoldsOpenBlasToOneThreadInsideARegion) {
