@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -59,8 +60,8 @@ class Pool {
       task_ = &task;
       chunks_ = chunks;
       next_.store(0, std::memory_order_relaxed);
-      busy_workers_ = static_cast<int>(workers_.size());
-      ++generation_;
+      busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     work_cv_.notify_all();
     t_in_region = true;
@@ -69,8 +70,9 @@ class Pool {
     {
       // Every worker checks in, so none can take a chunk of the next region
       // with this region's task.
+      SpinUntil([&] { return busy_workers_.load(std::memory_order_acquire) == 0; });
       std::unique_lock<std::mutex> l(mu_);
-      done_cv_.wait(l, [&] { return busy_workers_ == 0; });
+      done_cv_.wait(l, [&] { return busy_workers_.load(std::memory_order_relaxed) == 0; });
       task_ = nullptr;
     }
     if (blas != 1) openblas_set_num_threads(blas);
@@ -89,22 +91,40 @@ class Pool {
     for (int c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks;) task(c);
   }
 
+  // Spins up to kSpin for done() before the caller blocks: the regions of a
+  // training step come back to back, and a futex wake-up costs tens of
+  // microseconds, which is a large part of a small GEMM.
+  template <typename Done>
+  static void SpinUntil(Done done) {
+    constexpr auto kSpin = std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!done()) {
+      for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      if (std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
   void Worker(uint64_t seen) {
     t_in_region = true;
     for (;;) {
       const absl::FunctionRef<void(int)>* task;
       int chunks;
+      SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> l(mu_);
-        work_cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+        work_cv_.wait(l, [&] { return stop_ || generation_.load() != seen; });
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load();
         task = task_;
         chunks = chunks_;
       }
       Drain(*task, chunks);
       std::lock_guard<std::mutex> l(mu_);
-      if (--busy_workers_ == 0) done_cv_.notify_all();
+      if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_all();
     }
   }
 
@@ -120,7 +140,7 @@ class Pool {
     workers_.clear();
     stop_ = false;
     for (int i = 0; i < workers; ++i) {
-      workers_.emplace_back([this, g = generation_] { Worker(g); });
+      workers_.emplace_back([this, g = generation_.load()] { Worker(g); });
     }
   }
 
@@ -132,10 +152,10 @@ class Pool {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   bool stop_ = false;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // written under mu_; read by spinners
   const absl::FunctionRef<void(int)>* task_ = nullptr;
   int chunks_ = 0;
-  int busy_workers_ = 0;  // workers that have not finished the current region
+  std::atomic<int> busy_workers_{0};  // workers that have not finished the current region
   std::atomic<int> next_{0};
 };
 
