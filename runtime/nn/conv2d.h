@@ -1,8 +1,9 @@
 // Conv2D over NHWC images by im2col + GEMM, or directly (direct_conv.h)
-// when the input has so few channels that im2col's GEMM would be shallow. The batch is cut into one
-// ParallelFor chunk per thread (runtime/tensor/parallel_for.h), and each
-// chunk into groups of images whose im2col matrix fits in a core's L2
-// cache; each group is one single-threaded GEMM. Backward recomputes the
+// when the patch has under 32 values, where im2col's GEMM would be too
+// shallow. The batch is cut into ParallelFor chunks of whole images
+// (runtime/tensor/parallel_for.h), and each chunk into groups of images
+// whose im2col matrix fits in half a core's L2 cache; each group is one
+// single-threaded GEMM. Backward recomputes the
 // group's im2col matrix rather than keeping the whole batch's, and sums the
 // per-chunk weight gradients in chunk order (the same bits for the same
 // thread count).
