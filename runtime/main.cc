@@ -73,7 +73,8 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--eval-every-epoch", t.eval_every_epoch,
                   "Evaluate on the test split after every epoch")
       ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "BLAS threads (0 = every available CPU)")
+  cmd->add_option("--threads", o.threads,
+                  "compute threads: OpenBLAS and the element loops (0 = every available CPU)")
       ->capture_default_str();
   // Distributed training: the role comes from TF_CONFIG.
   cmd->add_option("--exchange-mode", o.exchange_mode,

@@ -1,25 +1,35 @@
 #include "runtime/nn/activation.h"
 
-#include <algorithm>
 #include <cstring>
 
+#include "runtime/nn/kernels/relu.h"
+#include "runtime/tensor/parallel_for.h"
+
 namespace kubetrain::nn {
+namespace {
+
+// Elements per ParallelFor chunk at least: below this a second thread costs
+// more than it saves.
+constexpr int64_t kElementGrain = 1 << 15;
+
+}  // namespace
 
 void ReLU::Forward(const TensorView& in, const TensorView& out, bool training) {
-  const int64_t n = in.size();
   const float* x = in.data();
   float* y = out.data();
-  for (int64_t i = 0; i < n; ++i) y[i] = std::max(x[i], 0.0f);
+  ParallelFor(in.size(), kElementGrain,
+              [&](int, int64_t begin, int64_t end) { kernels::ReluForward(begin, end, x, y); });
 }
 
 void ReLU::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                     const TensorView* grad_in) {
   if (grad_in == nullptr) return;
-  const int64_t n = in.size();
   const float* x = in.data();
   const float* gy = grad_out.data();
   float* gx = grad_in->data();
-  for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+  ParallelFor(in.size(), kElementGrain, [&](int, int64_t begin, int64_t end) {
+    kernels::ReluBackward(begin, end, x, gy, gx);
+  });
 }
 
 absl::StatusOr<Shape> Flatten::Build(const Shape& input_shape) {

@@ -5,7 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/init.h"
-#include "runtime/tensor/blas.h"
+#include "runtime/nn/kernels/relu.h"
+#include "runtime/tensor/parallel_gemm.h"
 
 namespace kubetrain::nn {
 
@@ -45,24 +46,31 @@ void Dense::Forward(const TensorView& in, const TensorView& out, bool training) 
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(out.data() + i * units_, b_.data(), units_ * sizeof(float));
   }
-  Gemm(Trans::kNo, Trans::kYes, n, units_, inputs_, 1.0f, in.data(), inputs_, w_.data(), inputs_,
-       1.0f, out.data(), units_);
+  ParallelGemm(Trans::kNo, Trans::kYes, n, units_, inputs_, 1.0f, in.data(), inputs_, w_.data(),
+               inputs_, 1.0f, out.data(), units_);
+  if (relu_) kernels::ReluForward(0, n * units_, out.data(), out.data());
 }
 
 void Dense::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                      const TensorView* grad_in) {
   const int64_t n = in.dim(0);
+  const float* gy = grad_out.data();
+  if (relu_) {
+    masked_.EnsureSize(static_cast<size_t>(n * units_));
+    kernels::ReluBackward(0, n * units_, out.data(), gy, masked_.data());
+    gy = masked_.data();
+  }
   // dW = dY^T * X ; db = sum_rows(dY) ; dX = dY * W
-  Gemm(Trans::kYes, Trans::kNo, units_, inputs_, n, 1.0f, grad_out.data(), units_, in.data(),
-       inputs_, 0.0f, dw_.data(), inputs_);
+  ParallelGemm(Trans::kYes, Trans::kNo, units_, inputs_, n, 1.0f, gy, units_, in.data(), inputs_,
+               0.0f, dw_.data(), inputs_);
   Fill(db_, 0.0f);
   for (int64_t i = 0; i < n; ++i) {
-    const float* g = grad_out.data() + i * units_;
+    const float* g = gy + i * units_;
     for (int64_t j = 0; j < units_; ++j) db_[j] += g[j];
   }
   if (grad_in != nullptr) {
-    Gemm(Trans::kNo, Trans::kNo, n, inputs_, units_, 1.0f, grad_out.data(), units_, w_.data(),
-         inputs_, 0.0f, grad_in->data(), inputs_);
+    ParallelGemm(Trans::kNo, Trans::kNo, n, inputs_, units_, 1.0f, gy, units_, w_.data(), inputs_,
+                 0.0f, grad_in->data(), inputs_);
   }
 }
 

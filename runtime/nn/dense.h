@@ -4,6 +4,7 @@
 #define KUBETRAIN_RUNTIME_NN_DENSE_H_
 
 #include "runtime/nn/layer.h"
+#include "runtime/tensor/aligned_buffer.h"
 
 namespace kubetrain::nn {
 
@@ -23,6 +24,10 @@ class Dense : public Layer {
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
   int64_t InputGradFlops(int64_t batch) const override { return 2 * batch * units_ * inputs_; }
+  bool FuseRelu() override {
+    relu_ = true;
+    return true;
+  }
   std::string Describe() const override;
 
  private:
@@ -30,6 +35,8 @@ class Dense : public Layer {
   int64_t inputs_ = 0;
   int w_index_ = -1, b_index_ = -1;
   TensorView w_, b_, dw_, db_;
+  bool relu_ = false;
+  AlignedBuffer masked_;  // grad_out through the fused ReLU
 };
 
 }  // namespace kubetrain::nn

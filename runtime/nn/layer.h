@@ -57,6 +57,13 @@ class Layer {
   virtual int64_t BackwardFlops(int64_t batch) const { return 0; }
   virtual int64_t InputGradFlops(int64_t batch) const { return 0; }
 
+  // Asks the layer to apply ReLU to its own output in Forward, and to read
+  // Backward's grad_out as the gradient of that ReLU's output, so that the
+  // model can drop a following relu layer: one pass over the activations
+  // less each way, done while they are in cache. Returns false when the
+  // layer cannot (the default); call before the first Forward.
+  virtual bool FuseRelu() { return false; }
+
   // Human-readable configuration, e.g. "dense(units=128)".
   virtual std::string Describe() const { return kind(); }
 };

@@ -71,6 +71,12 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shap
   }
   for (auto& l : layers_) l->BindParams(flat_);
   acts_.resize(layers_.size());
+  skip_.assign(layers_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string kind = layers_[i]->kind();
+    skip_[i] = kind == "flatten" ||
+               (kind == "relu" && i > 0 && !skip_[i - 1] && layers_[i - 1]->FuseRelu());
+  }
   first_trainable_ = layers_.size();
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->NumParams() > 0) {
@@ -90,12 +96,19 @@ void Model::EnsureBatch(int64_t batch) {
   input_.EnsureSize(static_cast<size_t>(batch * NumElements(input_shape_)));
   int64_t widest = NumElements(input_shape_);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    acts_[i].EnsureSize(static_cast<size_t>(batch * NumElements(shapes_[i])));
+    if (!skip_[i]) acts_[i].EnsureSize(static_cast<size_t>(batch * NumElements(shapes_[i])));
     widest = std::max(widest, NumElements(shapes_[i]));
   }
   grad_a_.EnsureSize(static_cast<size_t>(batch * widest));
   grad_b_.EnsureSize(static_cast<size_t>(batch * widest));
   capacity_ = batch;
+}
+
+float* Model::OutputData(size_t i) {
+  for (;; --i) {
+    if (!skip_[i]) return acts_[i].data();
+    if (i == 0) return input_.data();
+  }
 }
 
 TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
@@ -106,6 +119,10 @@ TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
               static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
   TensorView x(input_.data(), WithBatch(batch, input_shape_));
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (skip_[i]) {
+      x = x.Reshaped(WithBatch(batch, shapes_[i]));
+      continue;
+    }
     TensorView y(acts_[i].data(), WithBatch(batch, shapes_[i]));
     layers_[i]->Forward(x, y, training);
     x = y;
@@ -119,9 +136,12 @@ void Model::Backward(const TensorView& grad_logits,
   TensorView grad_out = grad_logits;
   AlignedBuffer* next = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
-    const TensorView in = i == 0
-                              ? TensorView(input_.data(), WithBatch(batch_, input_shape_))
-                              : TensorView(acts_[i - 1].data(), WithBatch(batch_, shapes_[i - 1]));
+    const Shape in_shape = WithBatch(batch_, i == 0 ? input_shape_ : shapes_[i - 1]);
+    if (skip_[i]) {
+      grad_out = grad_out.Reshaped(in_shape);
+      continue;
+    }
+    const TensorView in(i == 0 ? input_.data() : OutputData(i - 1), in_shape);
     const TensorView out(acts_[i].data(), WithBatch(batch_, shapes_[i]));
     if (i <= first_trainable_) {
       layers_[i]->Backward(in, out, grad_out, nullptr);

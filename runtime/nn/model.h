@@ -59,6 +59,8 @@ class Model {
  private:
   Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes);
   void EnsureBatch(int64_t batch);
+  // Where layer i's output lives: a skipped layer's is its input.
+  float* OutputData(size_t i);
 
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
@@ -75,6 +77,10 @@ class Model {
   // Flat offset of each layer's first parameter (its tensors are
   // contiguous); -1 for layers without parameters.
   std::vector<int64_t> param_offset_;
+  // skip_[i]: Forward and Backward skip layer i, whose output is its input:
+  // a relu that layer i - 1 applies itself (Layer::FuseRelu), or a flatten
+  // (the same data under another shape).
+  std::vector<bool> skip_;
 };
 
 }  // namespace kubetrain::nn

@@ -5,6 +5,8 @@
 
 #include <thread>
 
+#include "runtime/tensor/parallel_for.h"
+
 namespace kubetrain {
 
 void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -27,7 +29,11 @@ int AvailableCpus() {
   return hc > 0 ? static_cast<int>(hc) : 1;
 }
 
-void SetBlasThreads(int n) { openblas_set_num_threads(n > 0 ? n : AvailableCpus()); }
+void SetBlasThreads(int n) {
+  const int threads = n > 0 ? n : AvailableCpus();
+  openblas_set_num_threads(threads);
+  SetComputeThreads(threads);
+}
 
 int BlasThreads() { return openblas_get_num_threads(); }
 

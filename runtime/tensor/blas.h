@@ -19,7 +19,8 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float a
 // Number of CPUs this process may run on (sched affinity aware), >= 1.
 int AvailableCpus();
 
-// Sets OpenBLAS's thread count; n <= 0 means AvailableCpus().
+// Sets OpenBLAS's thread count and ParallelFor's (runtime/tensor/parallel_for.h);
+// n <= 0 means AvailableCpus().
 void SetBlasThreads(int n);
 int BlasThreads();
 

@@ -19,7 +19,7 @@ struct TrainCommandOptions {
   std::string train_csv;  // when set, read CSV instead of the IDX directory
   std::string test_csv;
   int64_t train_limit = 0;  // use only the first N training samples (0 = all)
-  int threads = 0;          // BLAS threads; 0 = every available CPU
+  int threads = 0;          // BLAS and ParallelFor threads; 0 = every available CPU
   // Distributed training (ignored without TF_CONFIG).
   std::string tf_config;               // the TF_CONFIG environment variable
   std::string job_token;               // api::kEnvJobToken

@@ -132,6 +132,87 @@ TEST(GradientCheck, Conv2DStridedValid) {
   h.CheckAll(rng, 120);
 }
 
+TEST(GradientCheck, Conv2DOneChannelSamePadding) {
+  std::mt19937_64 rng(6);
+  Conv2D layer({.filters = 16, .kernel = 3, .stride = 1, .padding = -1});
+  Harness h{layer, {6, 5, 1}, 3};
+  h.Setup(rng, Random(3 * 6 * 5, rng));
+  h.CheckAll(rng, 120);
+}
+
+TEST(GradientCheck, Conv2DIm2ColSamePadding) {
+  std::mt19937_64 rng(2);
+  Conv2D layer(
+      {.filters = 4, .kernel = 3, .stride = 1, .padding = -1, .algorithm = ConvAlgorithm::kIm2Col});
+  Harness h{layer, {6, 5, 2}, 2};
+  h.Setup(rng, Random(2 * 6 * 5 * 2, rng));
+  h.CheckAll(rng, 120);
+}
+
+TEST(GradientCheck, Conv2DDirectStridedValid) {
+  std::mt19937_64 rng(3);
+  Conv2D layer(
+      {.filters = 3, .kernel = 3, .stride = 2, .padding = 0, .algorithm = ConvAlgorithm::kDirect});
+  Harness h{layer, {7, 7, 3}, 2};
+  h.Setup(rng, Random(2 * 7 * 7 * 3, rng));
+  h.CheckAll(rng, 120);
+}
+
+TEST(GradientCheck, Conv2DIm2ColStridedValid) {
+  std::mt19937_64 rng(3);
+  Conv2D layer(
+      {.filters = 3, .kernel = 3, .stride = 2, .padding = 0, .algorithm = ConvAlgorithm::kIm2Col});
+  Harness h{layer, {7, 7, 3}, 2};
+  h.Setup(rng, Random(2 * 7 * 7 * 3, rng));
+  h.CheckAll(rng, 120);
+}
+
+// Direct and im2col agree on outputs and all gradients, over a batch large
+// enough to be cut into several chunks and image groups.
+TEST(Conv2D, DirectMatchesIm2Col) {
+  // One channel with 16 filters takes direct_conv's unrolled 3x3 path; 6
+  // filters and 5 channels its general one.
+  const std::pair<Shape, int64_t> cases[] = {{{9, 8, 1}, 16}, {{9, 8, 1}, 6}, {{6, 7, 5}, 6}};
+  for (const auto& [in_shape, filters] : cases) {
+    SCOPED_TRACE(ShapeToString(in_shape) + " filters=" + std::to_string(filters));
+    std::mt19937_64 rng(4);
+    const int64_t batch = 37;
+    std::vector<float> x = Random(static_cast<size_t>(batch * NumElements(in_shape)), rng);
+    std::vector<float> out[2], gx[2], grads[2];
+    std::vector<float> gy;
+    for (int a = 0; a < 2; ++a) {
+      Conv2D layer({.filters = filters,
+                    .kernel = 3,
+                    .stride = 1,
+                    .padding = -1,
+                    .algorithm = a == 0 ? ConvAlgorithm::kDirect : ConvAlgorithm::kIm2Col});
+      absl::StatusOr<Shape> s = layer.Build(in_shape);
+      ASSERT_TRUE(s.ok()) << s.status();
+      FlatParameters flat;
+      layer.DeclareParams(flat, "p.");
+      flat.Allocate();
+      layer.BindParams(flat);
+      std::mt19937_64 init(5);
+      layer.InitParams(init);
+      for (float& p : flat.params()) p += 0.1f;  // non-zero bias
+      out[a].resize(static_cast<size_t>(batch * NumElements(*s)));
+      if (gy.empty()) gy = Random(out[a].size(), rng);
+      gx[a].resize(x.size());
+      TensorView in(x.data(), WithBatch(batch, in_shape));
+      TensorView o(out[a].data(), WithBatch(batch, *s));
+      TensorView gin(gx[a].data(), in.shape());
+      layer.Forward(in, o, /*training=*/true);
+      layer.Backward(in, o, TensorView(gy.data(), o.shape()), &gin);
+      grads[a].assign(flat.grads().begin(), flat.grads().end());
+    }
+    for (size_t i = 0; i < out[0].size(); ++i) ASSERT_NEAR(out[0][i], out[1][i], 1e-4f) << i;
+    for (size_t i = 0; i < gx[0].size(); ++i) ASSERT_NEAR(gx[0][i], gx[1][i], 1e-4f) << i;
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      ASSERT_NEAR(grads[0][i], grads[1][i], 1e-3f * (1.0f + std::abs(grads[1][i]))) << i;
+    }
+  }
+}
+
 TEST(GradientCheck, MaxPool2D) {
   std::mt19937_64 rng(4);
   MaxPool2D layer(2, 2);

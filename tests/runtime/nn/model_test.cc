@@ -1,8 +1,11 @@
 #include "runtime/nn/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/nn/softmax_cross_entropy.h"
@@ -43,6 +46,51 @@ TEST(Model, InitIsDeterministicBySeed) {
   EXPECT_TRUE(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
   b->InitParams(6);
   EXPECT_FALSE(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
+}
+
+// A relu right after a conv2d or dense layer is applied by that layer
+// (Layer::FuseRelu). Putting a rate-0 dropout (a copy) in between stops the
+// fusion; logits and every gradient must be the same bits either way. The
+// first conv (one channel) runs direct, the second (8 channels) by im2col.
+TEST(Model, FusedReluGivesTheSameBitsAsASeparateLayer) {
+  auto spec = [](bool fused) {
+    const std::string gap = fused ? "" : R"({"type": "dropout", "rate": 0},)";
+    return absl::StrCat(R"({"input": [10, 10, 1], "layers": [
+      {"type": "conv2d", "filters": 8, "kernel": 3},)",
+                        gap, R"("relu",
+      {"type": "conv2d", "filters": 16, "kernel": 3},)",
+                        gap, R"("relu",
+      {"type": "maxpool2d", "size": 2},
+      "flatten",)",
+                        gap, R"({"type": "dense", "units": 12},)", gap, R"("relu",
+      {"type": "dense", "units": 5},)",
+                        gap, R"("relu"]})");
+  };
+  auto fused = *BuildModelFromSpec(spec(true), "fused", std::nullopt);
+  auto plain = *BuildModelFromSpec(spec(false), "plain", std::nullopt);
+  fused->InitParams(7);
+  ASSERT_EQ(fused->num_params(), plain->num_params());
+  // Same parameters (dropout's InitParams draws its seed from the rng).
+  std::copy(fused->params().begin(), fused->params().end(), plain->params().begin());
+  const int64_t batch = 9;
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> x(static_cast<size_t>(batch * 100));
+  for (float& v : x) v = d(rng);
+  std::vector<float> g(static_cast<size_t>(batch * 5));
+  for (float& v : g) v = d(rng);
+  TensorView a = fused->Forward(x.data(), batch, /*training=*/true);
+  TensorView b = plain->Forward(x.data(), batch, /*training=*/true);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)), 0);
+  int zeros = 0;
+  for (int64_t i = 0; i < a.size(); ++i) zeros += a[i] == 0.0f;
+  EXPECT_GT(zeros, 0) << "the last relu never clipped: the test would not see a missing one";
+  fused->Backward(TensorView(g.data(), a.shape()));
+  plain->Backward(TensorView(g.data(), b.shape()));
+  EXPECT_EQ(std::memcmp(fused->grads().data(), plain->grads().data(),
+                        static_cast<size_t>(fused->num_params()) * sizeof(float)),
+            0);
 }
 
 // Whole-model gradient check through conv, pool, relu, flatten, dense and
