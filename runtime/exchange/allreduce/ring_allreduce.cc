@@ -229,13 +229,29 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
                                            " of collective ", h.seq, " (", h.bytes, " bytes)"));
     }
     float* dst = data.data() + it.offset;
-    const bool direct = !half && !it.reduce;  // allgather fp32 lands in place
-    if (s.ok()) {
-      if (direct) {
-        s = left_.RecvAll(dst, bytes, guarded);
-      } else {
-        recv_buf_.resize(bytes);
-        s = left_.RecvAll(recv_buf_.data(), bytes, guarded);
+    if (s.ok() && !half && !it.reduce) {
+      s = left_.RecvAll(dst, bytes, guarded);  // allgather fp32 lands in place
+    } else if (s.ok()) {
+      // Received and folded in pieces that stay in cache, so the sum reads
+      // what the kernel just wrote instead of a whole chunk from memory.
+      constexpr int64_t kPieceElements = 64 * 1024;
+      recv_buf_.resize(static_cast<size_t>(std::min(it.length, kPieceElements)) * esize);
+      for (int64_t at = 0; at < it.length && s.ok(); at += kPieceElements) {
+        const int64_t n = std::min(kPieceElements, it.length - at);
+        s = left_.RecvAll(recv_buf_.data(), static_cast<size_t>(n) * esize, guarded);
+        if (!s.ok()) break;
+        float* out = dst + at;
+        if (half) {
+          const uint16_t* in = reinterpret_cast<const uint16_t*>(recv_buf_.data());
+          if (it.reduce) {
+            for (int64_t k = 0; k < n; ++k) out[k] += exchange::HalfToFloat(in[k]);
+          } else {
+            for (int64_t k = 0; k < n; ++k) out[k] = exchange::HalfToFloat(in[k]);
+          }
+        } else {
+          const float* in = reinterpret_cast<const float*>(recv_buf_.data());
+          for (int64_t k = 0; k < n; ++k) out[k] += in[k];
+        }
       }
     }
     if (!s.ok()) {
@@ -244,17 +260,6 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       break;
     }
     bytes_received_ += static_cast<int64_t>(sizeof(h) + bytes);
-    if (half) {
-      const uint16_t* in = reinterpret_cast<const uint16_t*>(recv_buf_.data());
-      if (it.reduce) {
-        for (int64_t k = 0; k < it.length; ++k) dst[k] += exchange::HalfToFloat(in[k]);
-      } else {
-        for (int64_t k = 0; k < it.length; ++k) dst[k] = exchange::HalfToFloat(in[k]);
-      }
-    } else if (it.reduce) {
-      const float* in = reinterpret_cast<const float*>(recv_buf_.data());
-      for (int64_t k = 0; k < it.length; ++k) dst[k] += in[k];
-    }
     std::lock_guard<std::mutex> l(mu);
     ++processed;
     cv.notify_all();
