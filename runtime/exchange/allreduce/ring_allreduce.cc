@@ -205,8 +205,7 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       }
       ChunkHeader h{kChunkMagic, seq_, static_cast<uint32_t>(i),
                     static_cast<uint32_t>(static_cast<size_t>(it.length) * esize)};
-      absl::Status s = right_.SendAll(&h, sizeof(h), guarded);
-      if (s.ok()) s = right_.SendAll(payload, h.bytes, guarded);
+      absl::Status s = right_.SendAll(&h, sizeof(h), payload, h.bytes, guarded);
       if (!s.ok()) {
         if (!absl::IsCancelled(s)) right_failed_ = true;
         fail(&send_status, s);

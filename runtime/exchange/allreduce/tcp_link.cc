@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -183,6 +184,40 @@ absl::Status TcpConnection::SendAll(const void* data, size_t n, const IoCheck& c
     }
     if (w < 0 && errno == EINTR) continue;
     return Errno("send");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::SendAll(const void* head, size_t head_n, const void* body,
+                                    size_t body_n, const IoCheck& check) {
+  if (fd_ < 0) return absl::FailedPreconditionError("connection is closed");
+  if (max_send_rate_ > 0) {  // the throttle meters plain sends
+    if (absl::Status s = SendAll(head, head_n, check); !s.ok()) return s;
+    return SendAll(body, body_n, check);
+  }
+  iovec iov[2] = {{const_cast<void*>(head), head_n}, {const_cast<void*>(body), body_n}};
+  int first = 0;
+  while (first < 2) {
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = static_cast<size_t>(2 - first);
+    const ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return Errno("send");
+    }
+    size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
+    while (first < 2 && sent >= iov[first].iov_len) {
+      sent -= iov[first].iov_len;
+      ++first;
+    }
+    if (first < 2) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + sent;
+      iov[first].iov_len -= sent;
+      if (check) {  // a send cut short by the timeout
+        if (absl::Status s = check(); !s.ok()) return s;
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -42,6 +42,10 @@ class TcpConnection {
   // Sends or receives exactly `n` bytes. Unavailable when the peer closed
   // or reset the connection.
   absl::Status SendAll(const void* data, size_t n, const IoCheck& check);
+  // A header and a body in one system call (and one segment when they
+  // fit), instead of a tiny packet for the header.
+  absl::Status SendAll(const void* head, size_t head_n, const void* body, size_t body_n,
+                       const IoCheck& check);
   absl::Status RecvAll(void* data, size_t n, const IoCheck& check);
   // Wakes any thread blocked on this connection; later I/O fails.
   void Shutdown();
