@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/env_vars.h"
+#include "api/json_fields.h"
 
 namespace kubetrain::api {
 namespace {
@@ -56,8 +57,9 @@ void AppendGoJsonString(const std::string& s, std::string* out) {
   out->push_back('"');
 }
 
+// Field errors of the TF_CONFIG toolkit's, named from the variable down.
 absl::Status TfConfigError(const std::string& path, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", path, ": ", problem));
+  return json_fields::FieldError(absl::StrCat("TF_CONFIG: ", path), problem);
 }
 
 // Splits "host:port" at the last ':'.
@@ -171,19 +173,23 @@ absl::StatusOr<TfConfig> ParseTfConfig(const std::string& text) {
   if (task == j.end() || !task->is_object()) {
     return TfConfigError("task", "must be an object {\"type\": ..., \"index\": ...}");
   }
-  auto type = task->find("type");
-  if (type == task->end() || !type->is_string() || type->get<std::string>().empty()) {
-    return TfConfigError("task.type", "must be a non-empty string");
+  // Typed reads by the decoder's toolkit (json_fields.h); the bounds are TF_CONFIG's.
+  const std::string task_path = "TF_CONFIG: task";
+  if (absl::Status s = json_fields::GetString(*task, "type", task_path, &config.task_type);
+      !s.ok()) {
+    return s;
   }
-  config.task_type = type->get<std::string>();
-  auto index = task->find("index");
-  if (index != task->end()) {
-    if (!index->is_number_integer() || index->get<int64_t>() < 0 ||
-        index->get<int64_t>() > 1000000) {
+  if (config.task_type.empty()) return TfConfigError("task.type", "must be a non-empty string");
+  std::optional<int64_t> index;
+  if (absl::Status s = json_fields::GetOptionalInt(*task, "index", task_path, &index); !s.ok()) {
+    return s;
+  }
+  if (index.has_value()) {
+    if (*index < 0 || *index > 1000000) {
       return TfConfigError("task.index",
-                           absl::StrCat("must be a non-negative integer, got ", index->dump()));
+                           absl::StrCat("must be a non-negative integer, got ", *index));
     }
-    config.task_index = static_cast<int>(index->get<int64_t>());
+    config.task_index = static_cast<int>(*index);
   }
   auto it = config.cluster.hosts.find(config.task_type);
   if (it == config.cluster.hosts.end()) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -15,6 +16,7 @@
 #include "api/cluster_spec.h"
 #include "api/replica_policy.h"
 #include "api/training_job.h"
+#include "operator/controller/failure_policy.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/pod_status.h"
 #include "operator/kube/api_error.h"
@@ -273,51 +275,38 @@ struct Reconciler::Pass {
       restarting = true;  // in-place container restarts (OnFailure/Always)
     }
     status["restartCount"] = std::max(previous, total_restarts);
-    if (api::ExceedsBackoffLimit(job.spec.run_policy, total_restarts)) {
-      Fail("BackoffLimitExceeded",
-           absl::StrCat("TrainingJob ", name,
-                        " has failed because it has reached the specified "
-                        "backoff limit (",
-                        total_restarts, " restarts, backoffLimit ",
-                        job.spec.run_policy.backoff_limit.value_or(0), ")"));
-      return false;
-    }
+    std::vector<FailedReplica> failed;
+    std::vector<ObjectPtr> failed_pods;
     for (const auto& [k, pod] : pods) {
       if (kube::IsBeingDeleted(*pod) || PodPhase(*pod) != "Failed") continue;
-      const auto& [type, index] = k;
-      std::string detail;
-      api::ReplicaExit exit = FailedPodExit(*pod, &detail);
-      api::RestartPolicy policy = job.Find(type)->Restart();
-      api::ExitAction action = api::DecideOnExit(policy, exit);
-      const std::string replica = absl::StrCat(api::ReplicaTypeLower(type), "-", index);
-      const std::string what =
-          absl::StrCat(replica, " (pod ", kube::Name(*pod), ") ", exit.Describe(), detail);
-      if (action == api::ExitAction::kRestart) {
-        if (api::ExceedsBackoffLimit(job.spec.run_policy, total_restarts + 1)) {
-          Fail("BackoffLimitExceeded", absl::StrCat("TrainingJob ", name,
-                                                    " has failed because it has reached the "
-                                                    "specified backoff limit: ",
-                                                    what));
-          return false;
-        }
-        ++total_restarts;
-        // Typed reads (IntAt): `rs.value(...)` threw on a null rs here,
-        // since C++17 evaluates the right side of `=` first.
-        kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
-        if (!rs.is_object()) rs = kube::Json::object();
-        rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
-        status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
-        d.metrics->JobRestarted(ns);
-        Event(kEventWarning, "Restarting",
-              absl::StrCat(what, ": restarting (policy ", api::RestartPolicyName(policy), ")"));
-        Note(DeletePod(pod, " (restart)"));
-        restarting = true;
-        continue;
-      }
-      if (action == api::ExitAction::kFailJob) {
-        Fail("ReplicaFailed", absl::StrCat("TrainingJob ", name, " has failed: ", what));
-        return false;
-      }
+      FailedReplica f;
+      std::tie(f.type, f.index) = k;
+      f.pod_name = kube::Name(*pod);
+      f.exit = FailedPodExit(*pod, &f.detail);
+      f.policy = job.Find(f.type)->Restart();
+      failed.push_back(std::move(f));
+      failed_pods.push_back(pod);
+    }
+    const FailureDecision decision =
+        DecideFailures(name, job.spec.run_policy, total_restarts, failed);
+    for (size_t i : decision.restart) {
+      const FailedReplica& f = failed[i];
+      // Typed reads (IntAt): `rs.value(...)` threw on a null rs here,
+      // since C++17 evaluates the right side of `=` first.
+      kube::Json& rs = replica_statuses[api::ReplicaTypeName(f.type)];
+      if (!rs.is_object()) rs = kube::Json::object();
+      rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
+      status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
+      d.metrics->JobRestarted(ns);
+      Event(kEventWarning, "Restarting",
+            absl::StrCat(DescribeFailure(f), ": restarting (policy ",
+                         api::RestartPolicyName(f.policy), ")"));
+      Note(DeletePod(failed_pods[i], " (restart)"));
+      restarting = true;
+    }
+    if (decision.fail.has_value()) {
+      Fail(decision.fail->reason, decision.fail->message);
+      return false;
     }
     return true;
   }

@@ -175,6 +175,11 @@ TEST(TfConfigTest, ClearErrors) {
               HasSubstr("TF_CONFIG: task.type: \"ps\" is not in the cluster (has: worker)"));
   EXPECT_THAT(message(R"({"cluster":{"worker":["a:1"]},"task":{"index":0}})"),
               HasSubstr("TF_CONFIG: task.type: must be a non-empty string"));
+  // Type errors come from the decoder's field toolkit (api/json_fields.h).
+  EXPECT_THAT(message(R"({"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":"0"}})"),
+              HasSubstr("TF_CONFIG: task.index: must be an integer, got \"0\""));
+  EXPECT_THAT(message(R"({"cluster":{"worker":["a:1"]},"task":{"type":3,"index":0}})"),
+              HasSubstr("TF_CONFIG: task.type: must be a string, got 3"));
 }
 
 TEST(ReplicaEnvironmentTest, PsJobWorker) {

@@ -13,6 +13,7 @@ namespace kubetrain::ps {
 PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log,
                  metrics::RuntimeMetrics* metrics)
     : opt_(std::move(options)),
+      rule_(MakeConsistencyRule(opt_.mode, opt_.num_workers, opt_.replicas_to_aggregate)),
       clock_(clock),
       log_(std::move(log)),
       metrics_(metrics),
@@ -127,7 +128,7 @@ absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
   info.range = range_;
   info.initialized = initialized_;
   info.global_step = global_step_;
-  info.worker_clock = opt_.mode.kind == ExchangeMode::kSync ? global_step_ : w.clock;
+  info.worker_clock = rule_->ReportedClock(w.clock, global_step_);
   return info;
 }
 
@@ -229,28 +230,24 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
     return absl::InvalidArgumentError(msg);
   }
   PushResult r;
-  if (opt_.mode.kind == ExchangeMode::kSync) {
-    if (step > global_step_) {
-      ++rejected_;
-      if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
-      const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
-                                           " is from the future: global step is ", global_step_);
-      log_(msg);
-      return absl::InvalidArgumentError(msg);
-    }
-    if (step < global_step_) {
-      ++stale_;
-      r.global_step = global_step_;
-      return r;  // a backup worker's late gradient: dropped
-    }
+  const PushVerdict verdict = rule_->JudgePush(step, w.clock, global_step_);
+  if (verdict.kind == PushVerdict::kFuture) {
+    ++rejected_;
+    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
+    const std::string msg = absl::StrCat("push from ", w.name, " for step ", step, verdict.reason);
+    log_(msg);
+    return absl::InvalidArgumentError(msg);
+  }
+  if (verdict.kind == PushVerdict::kStale) {
+    ++stale_;
+    r.global_step = global_step_;
+    return r;  // e.g. a backup worker's late gradient: dropped
+  }
+  if (rule_->lockstep()) {
     w.accepted = true;
     ++accepted_count_;
     r.accepted = true;
-    const int active = opt_.num_workers - done_count_;
-    const int k = std::max(
-        1, std::min(opt_.replicas_to_aggregate > 0 ? opt_.replicas_to_aggregate : opt_.num_workers,
-                    active));
-    if (accepted_count_ >= k) {
+    if (accepted_count_ >= rule_->GradientsPerUpdate(opt_.num_workers - done_count_)) {
       // Sum in worker order so the result never depends on arrival order.
       float* sum = sum_.data();
       std::fill(sum, sum + sum_.size(), 0.0f);
@@ -268,20 +265,6 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
       MaybeCheckpointLocked();
       cv_.notify_all();
     }
-    r.global_step = global_step_;
-    return r;
-  }
-  // async / ssp: the step is the worker's own clock.
-  if (step > w.clock) {
-    ++rejected_;
-    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
-    const std::string msg = absl::StrCat("push from ", w.name, " for step ", step,
-                                         " is from the future: its clock is ", w.clock);
-    log_(msg);
-    return absl::InvalidArgumentError(msg);
-  }
-  if (step < w.clock) {
-    ++stale_;
     r.global_step = global_step_;
     return r;
   }
@@ -326,15 +309,7 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
     if (done_count_ >= opt_.num_workers) return true;
     // Observers long-poll for progress: they wake on a new step or the end.
     if (observer) return global_step_ >= min_step;
-    switch (opt_.mode.kind) {
-      case ExchangeMode::kSync:
-        return global_step_ >= min_step;
-      case ExchangeMode::kSsp:
-        return clock - MinActiveClockLocked() <= opt_.mode.ssp_bound;
-      case ExchangeMode::kAsync:
-        return true;
-    }
-    return true;
+    return rule_->MayPull(min_step, clock, ShardClocks{global_step_, MinActiveClockLocked()});
   };
   while (!ready()) {
     cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -346,9 +321,8 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
   --w.in_flight;
   if (!observer) TouchLocked(worker);
   if (!aborted_.ok()) return aborted_;
-  if (!observer && opt_.mode.kind == ExchangeMode::kSsp) {
-    max_ssp_lead_ = std::max(max_ssp_lead_, clock - MinActiveClockLocked());
-  }
+  if (!observer)
+    max_ssp_lead_ = std::max(max_ssp_lead_, rule_->Lead(clock, MinActiveClockLocked()));
   std::copy(params_.data(), params_.data() + params_.size(), out.begin());
   w.pulled_step = global_step_;
   PullResult r;
@@ -475,7 +449,7 @@ v1::StatusResponse PsShard::Status() const {
   int registered = 0;
   for (const Worker& w : workers_) {
     registered += w.registered ? 1 : 0;
-    s.add_worker_clocks(opt_.mode.kind == ExchangeMode::kSync ? global_step_ : w.clock);
+    s.add_worker_clocks(rule_->ReportedClock(w.clock, global_step_));
   }
   s.set_workers_registered(registered);
   s.set_workers_done(done_count_);

@@ -1,6 +1,7 @@
 // PsShard: the state of one parameter-server shard: its parameter range,
-// optimizer, global step, per-worker clocks and gradient slots; the rules of
-// sync / async / ssp; validation of pushes; checkpoints. No networking: the
+// optimizer, global step, per-worker clocks and gradient slots; validation of
+// pushes; checkpoints. When a push is accepted and a pull may read is the
+// mode's ConsistencyRule (consistency_rule.h). No networking: the
 // gRPC service decodes chunks into StagingBuffer(worker) and calls in.
 //
 // Thread-safe: every public method may be called from any gRPC thread.
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "kubetrain/clock.h"
 #include "kubetrain/v1/parameter_server.pb.h"
+#include "runtime/exchange/ps/consistency_rule.h"
 #include "runtime/exchange/ps/exchange_mode.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/metrics/runtime_metrics.h"
@@ -102,9 +104,9 @@ class PsShard {
   // buffer). Ignored (false) when the shard already holds parameters.
   absl::StatusOr<bool> CommitInitialize(int worker, int64_t step, int64_t total_steps);
 
-  // Validates the staged gradient (finite values) and applies it by the
-  // mode's rules. Call only with a slot staged by BeginStaging. Rejections leave the parameters
-  // untouched and are counted.
+  // Validates the staged gradient (finite values) and applies it as the
+  // mode's ConsistencyRule says. Call only with a slot staged by BeginStaging. Rejections leave the
+  // parameters untouched and are counted.
   absl::StatusOr<PushResult> CommitPush(int worker, int64_t step);
 
   // Counts a push rejected before commit (bad size or offset, bad chunk).
@@ -161,6 +163,7 @@ class PsShard {
   void TouchLocked(int worker);
 
   const PsShardOptions opt_;
+  const std::unique_ptr<const ConsistencyRule> rule_;
   const Clock& clock_;
   Logger log_;
   metrics::RuntimeMetrics* const metrics_;
