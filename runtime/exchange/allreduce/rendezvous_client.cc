@@ -103,6 +103,7 @@ void RendezvousClient::SetAbort(int lost_rank, const std::string& reason) {
   if (!abort_reason_.empty()) return;
   abort_reason_ = reason;
   lost_rank_ = lost_rank;
+  cv_.notify_all();  // the heartbeat thread confirms it to rank 0 now
 }
 
 void RendezvousClient::HeartbeatLoop(uint64_t generation) {
@@ -117,6 +118,7 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
     req.set_generation(generation);
     req.set_collectives_started(started_);
     req.set_collectives_finished(finished_);
+    req.set_knows_abort(!AbortStatus().ok());
     grpc::ClientContext ctx;
     exchange::AddToken(&ctx, options_.token);
     ctx.set_deadline(In(std::max(options_.heartbeat_seconds * 2, 1.0)));
@@ -125,6 +127,10 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
     const double now = clock_.NowSeconds();
     if (s.ok()) {
       last_answer = now;
+      if (req.knows_abort()) {
+        std::lock_guard<std::mutex> l(mu_);
+        abort_confirmed_ = true;
+      }
       std::vector<PeerView> peers;
       for (const v1::PeerProgress& p : resp.peers()) {
         peers.push_back({p.rank(), p.name(), p.collectives_started(), p.seconds_since_heartbeat()});
@@ -133,7 +139,10 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
         std::lock_guard<std::mutex> l(mu_);
         peers_ = std::move(peers);
       }
-      if (!resp.abort_reason().empty()) SetAbort(resp.lost_rank(), resp.abort_reason());
+      if (!resp.abort_reason().empty() && !req.knows_abort()) {
+        SetAbort(resp.lost_rank(), resp.abort_reason());
+        continue;  // confirm it to rank 0 at once
+      }
     } else if (now - last_answer > options_.peer_timeout_seconds) {
       SetAbort(0, absl::StrCat("lost ", options_.rank0_name, " (rank 0, the rendezvous host): no ",
                                "answer for ", static_cast<int64_t>(now - last_answer),
@@ -143,7 +152,7 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
     cv_.wait_for(l,
                  std::chrono::milliseconds(
                      static_cast<int64_t>(std::max(options_.heartbeat_seconds, 0.01) * 1000)),
-                 [this] { return stop_; });
+                 [this] { return stop_ || (!abort_reason_.empty() && !abort_confirmed_); });
     if (stop_) return;
   }
 }

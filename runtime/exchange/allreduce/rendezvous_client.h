@@ -88,6 +88,7 @@ class RendezvousClient {
   std::vector<PeerView> peers_;
   std::string abort_reason_;
   int lost_rank_ = -1;
+  bool abort_confirmed_ = false;  // rank 0 has our heartbeat saying we know
   std::thread heartbeat_;
 };
 

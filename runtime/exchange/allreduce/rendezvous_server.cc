@@ -154,7 +154,9 @@ grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::He
   }
   resp->set_abort_reason(abort_reason_);
   resp->set_lost_rank(abort_reason_.empty() ? -1 : lost_rank_);
-  if (!abort_reason_.empty()) {
+  // Only the rank's own word that it stored the reason counts: an answer
+  // carrying it may still be in flight when rank 0 would leave.
+  if (req->knows_abort() && !abort_reason_.empty()) {
     r.knows_abort = true;
     cv_.notify_all();
   }
@@ -166,10 +168,6 @@ grpc::Status RendezvousService::Abort(grpc::ServerContext* ctx, const v1::AbortR
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
   std::lock_guard<std::mutex> l(mu_);
   if (req->generation() == options_.generation) RecordAbort(req->lost_rank(), req->reason());
-  if (req->rank() >= 0 && req->rank() < static_cast<int>(ranks_.size()) && !abort_reason_.empty()) {
-    ranks_[static_cast<size_t>(req->rank())].knows_abort = true;
-    cv_.notify_all();
-  }
   resp->set_abort_reason(abort_reason_);
   resp->set_lost_rank(lost_rank_);
   return grpc::Status::OK;

@@ -46,9 +46,9 @@ class RendezvousService final : public v1::Rendezvous::Service {
 
   // Wakes Join calls still waiting (server shutdown).
   void Close();
-  // After an abort: waits until every rank still alive has been told the
-  // reason (by a heartbeat answer or its own Abort call), at most `seconds`,
-  // so that rank 0 leaving does not make the others blame rank 0.
+  // After an abort: waits until every rank still alive has confirmed, in a
+  // heartbeat, that it holds the reason (at most `seconds`), so that rank 0
+  // leaving does not make the others blame rank 0.
   void WaitUntilAbortIsKnown(double seconds);
 
  private:
