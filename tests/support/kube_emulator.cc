@@ -218,7 +218,18 @@ ApiResult FaultResult(const FaultRule& rule) {
 
 absl::StatusOr<std::unique_ptr<KubeEmulator>> KubeEmulator::Start(
     const KubeEmulatorOptions& options) {
-  std::unique_ptr<KubeEmulator> emu(new KubeEmulator(options));
+  EmulatorStore::Options store_options;
+  store_options.watch_window = options.watch_window;
+  store_options.gc_delay = options.gc_delay;
+  std::vector<std::string> crd_files = options.crd_files;
+  if (crd_files.empty()) crd_files = absl::StrSplit(KUBETRAIN_EMULATOR_CRD_FILES, ',');
+  for (const std::string& path : crd_files) {
+    absl::StatusOr<StructuralSchema> schema = StructuralSchema::FromCrdFile(path);
+    if (!schema.ok()) return schema.status();
+    store_options.schemas.push_back(*std::move(schema));
+  }
+  std::unique_ptr<KubeEmulator> emu(
+      new KubeEmulator(options, std::make_unique<EmulatorStore>(store_options)));
   absl::StatusOr<std::unique_ptr<EmulatorHttpServer>> server = EmulatorHttpServer::Start(
       options.port,
       [e = emu.get()](const HttpRequest& req, HttpConnection& conn) { e->Handle(req, conn); });
@@ -227,11 +238,9 @@ absl::StatusOr<std::unique_ptr<KubeEmulator>> KubeEmulator::Start(
   return emu;
 }
 
-KubeEmulator::KubeEmulator(const KubeEmulatorOptions& options)
-    : options_(options),
-      store_(std::make_unique<EmulatorStore>(EmulatorStore::Options{
-          .watch_window = options.watch_window, .gc_delay = options.gc_delay})),
-      delay_(absl::ZeroDuration()) {}
+KubeEmulator::KubeEmulator(const KubeEmulatorOptions& options,
+                           std::unique_ptr<EmulatorStore> store)
+    : options_(options), store_(std::move(store)), delay_(absl::ZeroDuration()) {}
 
 KubeEmulator::~KubeEmulator() {
   if (server_ != nullptr) server_->Stop();

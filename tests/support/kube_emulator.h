@@ -7,7 +7,8 @@
 // deletion propagation and garbage collection of a real kube-apiserver v1.20
 // (see tests/operator/kube/testdata/kube-api-transcripts/ and the contract test
 // that replays them). There is no kubelet or scheduler: tests set pod status
-// through PUT/PATCH on /status.
+// through PUT/PATCH on /status. TrainingJob and PodGroup writes are checked
+// against the schemas in their CRD manifests (KubeEmulatorOptions::crd_files).
 //
 // Thread-safe. The destructor ends open watches, stops the server and the
 // garbage collector, and returns promptly.
@@ -51,6 +52,12 @@ struct KubeEmulatorOptions {
   // Non-empty: require "Authorization: Bearer <token>" (401 for a wrong token,
   // 403 for anonymous requests), as transcript 12.
   std::string token;
+  // CustomResourceDefinition manifests whose openAPIV3Schema is applied to
+  // writes of their resources (pruning, defaults, validation:
+  // structural_schema.h), so a write a real server refuses with 422 is
+  // refused here too. Empty: the project's, crds/kubetrain.io_trainingjobs.yaml
+  // and tests/support/crds/scheduling.volcano.sh_podgroups.yaml.
+  std::vector<std::string> crd_files;
 };
 
 class KubeEmulator {
@@ -76,7 +83,7 @@ class KubeEmulator {
   int OpenWatches() const;
 
  private:
-  explicit KubeEmulator(const KubeEmulatorOptions& options);
+  KubeEmulator(const KubeEmulatorOptions& options, std::unique_ptr<EmulatorStore> store);
   void Handle(const HttpRequest& req, HttpConnection& conn);
   void ServeWatch(const HttpRequest& req, HttpConnection& conn, const void* resource,
                   const std::string& ns, const void* list_options);

@@ -483,65 +483,6 @@ std::string CheckMicroTime(json& spec, const char* field) {
   return "";
 }
 
-// The TrainingJob CRD schema (crds/): replicaSpecs.<type>.{replicas>=0, restartPolicy enum}.
-std::vector<StatusCause> ValidateTrainingJob(const json& tj) {
-  std::vector<StatusCause> causes;
-  auto type_name = [](const json& v) -> std::string {
-    if (v.is_string()) return "string";
-    if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
-    if (v.is_number()) return "number";
-    if (v.is_boolean()) return "boolean";
-    if (v.is_array()) return "array";
-    if (v.is_object()) return "object";
-    return "null";
-  };
-  auto type_cause = [&](const std::string& path, const json& v, const char* want) {
-    std::string got = type_name(v);
-    return InvalidValue(path, Quote(got),
-                        absl::StrCat(path, " in body must be of type ", want, ": ", Quote(got)));
-  };
-  if (!tj.contains("spec") || tj["spec"].is_null()) return causes;
-  const json& spec = tj["spec"];
-  if (!spec.is_object()) return {type_cause("spec", spec, "object")};
-  if (!spec.contains("replicaSpecs") || spec["replicaSpecs"].is_null()) return causes;
-  const json& rs = spec["replicaSpecs"];
-  if (!rs.is_object()) return {type_cause("spec.replicaSpecs", rs, "object")};
-  for (const auto& [type, r] : rs.items()) {
-    std::string base = absl::StrCat("spec.replicaSpecs.", type);
-    if (!r.is_object()) {
-      causes.push_back(type_cause(base, r, "object"));
-      continue;
-    }
-    if (r.contains("replicas")) {
-      const json& n = r["replicas"];
-      std::string path = absl::StrCat(base, ".replicas");
-      if (!n.is_number_integer() && !n.is_number_unsigned()) {
-        causes.push_back(type_cause(path, n, "integer"));
-      } else if (n.get<int64_t>() < 0) {
-        causes.push_back(InvalidValue(path, n.dump(),
-                                      absl::StrCat(path,
-                                                   " in body should be greater than or "
-                                                   "equal to 0")));
-      }
-    }
-    if (r.contains("restartPolicy")) {
-      const json& p = r["restartPolicy"];
-      std::string path = absl::StrCat(base, ".restartPolicy");
-      if (!p.is_string()) causes.push_back(type_cause(path, p, "string"));
-      static const std::vector<std::string> kEnum = {"Always", "OnFailure", "Never", "ExitCode"};
-      if (!p.is_string() ||
-          std::find(kEnum.begin(), kEnum.end(), p.get<std::string>()) == kEnum.end()) {
-        causes.push_back({"FieldValueNotSupported",
-                          absl::StrCat("Unsupported value: ", p.dump(),
-                                       ": supported values: \"Always\", \"OnFailure\", "
-                                       "\"Never\", \"ExitCode\""),
-                          path});
-      }
-    }
-  }
-  return causes;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -648,6 +589,13 @@ ApiResult StatusResult(int code, const std::string& reason, const std::string& m
 }
 
 // ---------------------------------------------------------------------------
+
+const StructuralSchema* EmulatorStore::SchemaFor(const ResourceType& rt) const {
+  for (const StructuralSchema& s : options_.schemas) {
+    if (s.group() == rt.group && s.plural() == rt.plural) return &s;
+  }
+  return nullptr;
+}
 
 EmulatorStore::EmulatorStore(const Options& options) : options_(options) {
   {
@@ -862,8 +810,8 @@ std::optional<ApiResult> DecodeObject(const ResourceType& rt, const std::string&
 }
 
 // Validation common to create and update, plus kind-specific checks.
-std::vector<StatusCause> ValidateObject(const ResourceType& rt, json& obj,
-                                        std::string* bad_request) {
+std::vector<StatusCause> ValidateObject(const ResourceType& rt, const StructuralSchema* schema,
+                                        json& obj, std::string* bad_request) {
   std::vector<StatusCause> causes;
   const json& meta = obj["metadata"];
   if (meta.contains("labels") && meta["labels"].is_object()) {
@@ -909,13 +857,22 @@ std::vector<StatusCause> ValidateObject(const ResourceType& rt, json& obj,
                                       "must be greater than 0"));
       }
     }
-  } else if (rt.plural == "trainingjobs") {
-    for (StatusCause& c : ValidateTrainingJob(obj)) causes.push_back(std::move(c));
+  }
+  if (schema != nullptr) {
+    for (SchemaViolation& v : schema->Validate(obj)) {
+      causes.push_back({std::move(v.reason), std::move(v.message), std::move(v.field)});
+    }
   }
   return causes;
 }
 
-void PruneCustom(json& obj) {
+// Structural pruning and defaulting with the resource's schema; without one,
+// only the top-level fields of any custom resource are kept.
+void PruneCustom(const StructuralSchema* schema, json& obj) {
+  if (schema != nullptr) {
+    schema->PruneAndDefault(obj);
+    return;
+  }
   for (auto it = obj.begin(); it != obj.end();) {
     const std::string& k = it.key();
     if (k != "apiVersion" && k != "kind" && k != "metadata" && k != "spec" && k != "status") {
@@ -1016,7 +973,7 @@ ApiResult EmulatorStore::CreateLocked(const ResourceType& rt, const std::string&
         "managedFields", "selfLink", "generation", "resourceVersion"}) {
     meta.erase(k);
   }
-  if (rt.custom) PruneCustom(obj);
+  if (rt.custom) PruneCustom(SchemaFor(rt), obj);
   if (rt.has_status || rt.custom) obj.erase("status");
   if (rt.plural == "namespaces" && !sa_tokens_.count(name)) {
     sa_tokens_[name] = absl::StrCat("default-token-", RandomSuffix());
@@ -1024,7 +981,7 @@ ApiResult EmulatorStore::CreateLocked(const ResourceType& rt, const std::string&
   std::string token = rt.plural == "pods" ? sa_tokens_[ns] : "";
   ApplyKindDefaults(rt, obj, token, &next_cluster_ip_);
   std::string bad_request;
-  std::vector<StatusCause> causes = ValidateObject(rt, obj, &bad_request);
+  std::vector<StatusCause> causes = ValidateObject(rt, SchemaFor(rt), obj, &bad_request);
   if (!bad_request.empty()) return BadRequest(bad_request);
   if (!causes.empty()) return Invalid(rt, name, causes);
   std::string key = KeyOf(rt.namespaced ? ns : "", name);
@@ -1249,6 +1206,7 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     } else {
       next.erase("status");
     }
+    if (rt.custom) PruneCustom(SchemaFor(rt), next);
     if (rt.plural == "pods") {
       // v1.20 pods/status keeps the request's labels and annotations (transcript 03).
       for (const char* k : {"labels", "annotations"}) {
@@ -1273,7 +1231,7 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     }
     m.erase("managedFields");
     m.erase("selfLink");
-    if (rt.custom) PruneCustom(next);
+    if (rt.custom) PruneCustom(SchemaFor(rt), next);
     if (rt.has_status || rt.custom) {
       if (live.contains("status")) {
         next["status"] = live["status"];
@@ -1313,7 +1271,7 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     }
   }
   std::string bad_request;
-  std::vector<StatusCause> causes = ValidateObject(rt, next, &bad_request);
+  std::vector<StatusCause> causes = ValidateObject(rt, SchemaFor(rt), next, &bad_request);
   if (!bad_request.empty()) return BadRequest(bad_request);
   if (rt.plural == "pods" && causes.empty() &&
       PodSpecMutablesCleared(next["spec"]) != PodSpecMutablesCleared(live["spec"])) {

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/label_selector.h"
+#include "tests/support/structural_schema.h"
 
 namespace kubetrain::testing {
 
@@ -112,6 +113,10 @@ class EmulatorStore {
   struct Options {
     int watch_window = 1000;
     absl::Duration gc_delay = absl::Milliseconds(20);
+    // The openAPIV3Schemas of custom resources: writes to a resource with one
+    // are pruned, defaulted and validated as a real server does. A custom
+    // resource without one keeps only apiVersion, kind, metadata, spec, status.
+    std::vector<StructuralSchema> schemas;
   };
   // One open watch; its fields belong to the store (guarded by its mutex).
   class Watcher {
@@ -198,6 +203,8 @@ class EmulatorStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool UidExistsLocked(const std::string& uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t LastRvLocked(const ResourceType& rt) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The schema loaded for `rt`, or null.
+  const StructuralSchema* SchemaFor(const ResourceType& rt) const;
   void GcLoop();
   bool GcPassLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

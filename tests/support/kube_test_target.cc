@@ -46,10 +46,16 @@ KubeTestTarget::~KubeTestTarget() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<kube::KubeClient>> KubeTestTarget::NewClient(
-    kube::RetryPolicy retry) const {
+absl::StatusOr<std::unique_ptr<kube::HttpTransport>> KubeTestTarget::NewTransport() const {
   absl::StatusOr<std::unique_ptr<kube::CpprestTransport>> transport =
       kube::CpprestTransport::Create(config_, {}, env_, clock_);
+  if (!transport.ok()) return transport.status();
+  return std::unique_ptr<kube::HttpTransport>(*std::move(transport));
+}
+
+absl::StatusOr<std::unique_ptr<kube::KubeClient>> KubeTestTarget::NewClient(
+    kube::RetryPolicy retry) const {
+  absl::StatusOr<std::unique_ptr<kube::HttpTransport>> transport = NewTransport();
   if (!transport.ok()) return transport.status();
   return std::make_unique<kube::KubeClient>(*std::move(transport), retry);
 }

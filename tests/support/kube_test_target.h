@@ -30,6 +30,9 @@ class KubeTestTarget {
   kube::KubeClient& client() { return *client_; }
   // Another client with its own connections (a second operator, a racer).
   absl::StatusOr<std::unique_ptr<kube::KubeClient>> NewClient(kube::RetryPolicy retry = {}) const;
+  // A bare transport on its own connections, for tests that read raw answers
+  // (a 422's details.causes).
+  absl::StatusOr<std::unique_ptr<kube::HttpTransport>> NewTransport() const;
   // The transport config, for tests that wrap transports themselves.
   const kube::KubeConfig& config() const { return config_; }
   // Null against a real cluster.

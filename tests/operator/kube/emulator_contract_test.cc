@@ -435,8 +435,14 @@ class Replayer {
   int replayed_ = 0, watches_ = 0, skipped_ = 0;
 };
 
+// The transcripts were recorded with the CRD of 00-crd-setup (a smaller
+// schema than crds/'s): the emulator checks TrainingJobs against that one.
 std::unique_ptr<KubeEmulator> StartEmulator() {
-  absl::StatusOr<std::unique_ptr<KubeEmulator>> emu = KubeEmulator::Start();
+  KubeEmulatorOptions options;
+  options.crd_files = {
+      KUBETRAIN_SOURCE_DIR "/tests/operator/kube/testdata/transcript-crd.json",
+      KUBETRAIN_SOURCE_DIR "/tests/support/crds/scheduling.volcano.sh_podgroups.yaml"};
+  absl::StatusOr<std::unique_ptr<KubeEmulator>> emu = KubeEmulator::Start(options);
   EXPECT_TRUE(emu.ok()) << emu.status();
   return emu.ok() ? *std::move(emu) : nullptr;
 }
