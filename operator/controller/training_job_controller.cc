@@ -264,7 +264,17 @@ void TrainingJobController::Stop() {
   }
   m.ready = false;
   if (m.progress) m.progress->Stop();
-  if (m.queue) m.queue->ShutDownWithDrain();
+  if (m.queue) {
+    // Workers drain what is queued. Without them (Start failed or was
+    // stopped while its informers synced, and the informers queued jobs
+    // meanwhile) a drain would wait forever: shut down at once. `workers`
+    // only changes under m.mu while !stopping, so it is stable here.
+    if (m.workers.empty()) {
+      m.queue->ShutDown();
+    } else {
+      m.queue->ShutDownWithDrain();
+    }
+  }
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();
   if (m.stats_thread.joinable()) m.stats_thread.join();

@@ -137,8 +137,12 @@ TEST_F(KubeClientServerTest, ListSelectorsAndPages) {
 }
 
 TEST_F(KubeClientServerTest, StatusSubresourceAndMergePatch) {
+  // The CRD's schema requires a pod template with a container.
+  Json worker{{"replicas", 1},
+              {"template",
+               {{"spec", {{"containers", {{{"name", "main"}, {"image", "kubetrain:test"}}}}}}}}};
   Json job{{"metadata", {{"name", "j"}}},
-           {"spec", {{"replicaSpecs", {{"Worker", {{"replicas", 1}}}}}}},
+           {"spec", {{"replicaSpecs", {{"Worker", worker}}}}},
            {"status", {{"startTime", "2026-01-01T00:00:00Z"}}}};
   absl::StatusOr<Json> created = client().Create(kTrainingJobs, ns(), job);
   ASSERT_TRUE(created.ok()) << created.status();
@@ -162,6 +166,15 @@ TEST_F(KubeClientServerTest, StatusSubresourceAndMergePatch) {
   ASSERT_TRUE(patched.ok()) << patched.status();
   EXPECT_EQ(Generation(*patched), 2);
   EXPECT_EQ((*patched)["status"]["conditions"][0]["type"], "Created");
+
+  // A status the schema refuses is a 422, on the emulator as on a real server.
+  Json bad_status = *patched;
+  bad_status["status"]["conditions"][0]["status"] = "Maybe";
+  absl::StatusOr<Json> refused = client().UpdateStatus(kTrainingJobs, bad_status);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsInvalid(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("status.conditions.status: Unsupported value: \"Maybe\""));
 
   // A stale resourceVersion in a /status update is a conflict too.
   absl::StatusOr<Json> stale = client().UpdateStatus(kTrainingJobs, with_status);
