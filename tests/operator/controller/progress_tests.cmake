@@ -9,3 +9,4 @@ kubetrain_test(progress_poller_test
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/progress_poller_test.cc"
   LIBS kubetrain::progress_poller kubetrain::kube kubetrain::kube_test_target
   LABELS integration TIMEOUT 120)
+kubetrain_realapi_test(progress_poller_test TIMEOUT 120)
