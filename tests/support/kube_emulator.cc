@@ -238,8 +238,7 @@ absl::StatusOr<std::unique_ptr<KubeEmulator>> KubeEmulator::Start(
   return emu;
 }
 
-KubeEmulator::KubeEmulator(const KubeEmulatorOptions& options,
-                           std::unique_ptr<EmulatorStore> store)
+KubeEmulator::KubeEmulator(const KubeEmulatorOptions& options, std::unique_ptr<EmulatorStore> store)
     : options_(options), store_(std::move(store)), delay_(absl::ZeroDuration()) {}
 
 KubeEmulator::~KubeEmulator() {
@@ -394,6 +393,18 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
   const ResourceType* rt = plural.empty() ? nullptr : FindResource(group, version, plural);
   if (rt != nullptr && !rt->namespaced && !ns.empty()) rt = nullptr;
   if (rt != nullptr && rt->namespaced && ns.empty() && !name.empty()) rt = nullptr;
+  if (rt != nullptr && rt->custom && sub == "status" && !rt->has_status && !name.empty()) {
+    // A CRD without the status subresource: the server answers as for a
+    // missing object (Volcano's PodGroup).
+    StatusDetails d;
+    d.name = name;
+    d.group = rt->group;
+    d.kind = rt->plural;
+    WriteApi(conn, req,
+             StatusResult(404, "NotFound",
+                          absl::StrCat(rt->GroupResource(), " \"", name, "\" not found"), d));
+    return;
+  }
   if (rt != nullptr && !sub.empty() && !(sub == "status" && rt->has_status)) rt = nullptr;
   if (rt == nullptr) {
     WriteApi(conn, req,

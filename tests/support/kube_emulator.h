@@ -2,7 +2,7 @@
 // 127.0.0.1 over HTTP/1.1, core v1 pods (+/status), services, events, secrets,
 // configmaps and namespaces ("default" exists from the start),
 // coordination.k8s.io/v1 leases, kubetrain.io/v1alpha1 trainingjobs (+/status)
-// and scheduling.volcano.sh/v1beta1 podgroups (+/status), with the paths,
+// and scheduling.volcano.sh/v1beta1 podgroups (no /status, as Volcano's CRD), with the paths,
 // Status bodies, resourceVersion rules, watch stream framing, bookmarks, 410s,
 // deletion propagation and garbage collection of a real kube-apiserver v1.20
 // (see tests/operator/kube/testdata/kube-api-transcripts/ and the contract test

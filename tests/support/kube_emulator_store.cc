@@ -538,7 +538,7 @@ const std::vector<ResourceType>& ServedResources() {
        .plural = "podgroups",
        .kind = "PodGroup",
        .custom = true,
-       .has_status = true,
+       .has_status = false,  // as Volcano's CRD: no status subresource
        .rv_required = true},
   };
   return *resources;
@@ -974,7 +974,7 @@ ApiResult EmulatorStore::CreateLocked(const ResourceType& rt, const std::string&
     meta.erase(k);
   }
   if (rt.custom) PruneCustom(SchemaFor(rt), obj);
-  if (rt.has_status || rt.custom) obj.erase("status");
+  if (rt.has_status) obj.erase("status");
   if (rt.plural == "namespaces" && !sa_tokens_.count(name)) {
     sa_tokens_[name] = absl::StrCat("default-token-", RandomSuffix());
   }
@@ -1232,7 +1232,7 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     m.erase("managedFields");
     m.erase("selfLink");
     if (rt.custom) PruneCustom(SchemaFor(rt), next);
-    if (rt.has_status || rt.custom) {
+    if (rt.has_status) {
       if (live.contains("status")) {
         next["status"] = live["status"];
       } else {
@@ -1278,7 +1278,11 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     causes.push_back({"FieldValueForbidden", kPodUpdateForbidden, "spec"});
   }
   if (!causes.empty()) return Invalid(rt, name, causes);
-  if (rt.custom && next.value("spec", json()) != live.value("spec", json())) {
+  // Custom resources: generation counts spec changes, and status changes
+  // too when the CRD has no status subresource.
+  if (rt.custom &&
+      (next.value("spec", json()) != live.value("spec", json()) ||
+       (!rt.has_status && next.value("status", json()) != live.value("status", json())))) {
     (*Meta(next))["generation"] = live["metadata"].value("generation", 1) + 1;
   }
   next["apiVersion"] = rt.ApiVersion();

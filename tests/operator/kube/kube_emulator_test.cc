@@ -154,6 +154,36 @@ TEST_F(KubeEmulatorTest, CustomResourceGenerationStatusAndConflicts) {
   EXPECT_EQ(bad_status.Json()["details"]["causes"][0]["field"], "status.restartCount");
 }
 
+// Volcano's PodGroup CRD (tests/support/crds/) has a schema and no status
+// subresource; a real kube-apiserver v1.20 answered these the same way.
+TEST_F(KubeEmulatorTest, PodGroupsFollowVolcanosCrd) {
+  constexpr char kGroups[] = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups";
+  json group = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", "pg"}}},
+                {"spec", {{"minMember", 3}, {"extra", 1}}},
+                {"status", {{"phase", "Pending"}, {"bogus", 2}}}};
+  json created = Create(kGroups, group);
+  EXPECT_EQ(created["spec"], json({{"minMember", 3}}));        // unknown field pruned
+  EXPECT_EQ(created["status"], json({{"phase", "Pending"}}));  // kept: no status subresource
+  HttpReply status = Send("PATCH", U(absl::StrCat(kGroups, "/pg/status")),
+                          R"({"status":{"phase":"Running"}})", "application/merge-patch+json");
+  EXPECT_EQ(status.code, 404);
+  EXPECT_EQ(status.Json()["message"], "podgroups.scheduling.volcano.sh \"pg\" not found");
+  HttpReply patched = Send("PATCH", U(absl::StrCat(kGroups, "/pg")),
+                           R"({"status":{"phase":"Running"}})", "application/merge-patch+json");
+  ASSERT_EQ(patched.code, 200) << patched.body;
+  EXPECT_EQ(patched.Json()["status"]["phase"], "Running");
+  EXPECT_EQ(patched.Json()["metadata"]["generation"], 2);  // status is no subresource here
+  group["metadata"]["name"] = "bad";
+  group["spec"]["minMember"] = "x";
+  json bad = Create(kGroups, group, 422);
+  EXPECT_EQ(bad["details"]["causes"][0]["field"], "spec.minMember");
+  EXPECT_EQ(
+      bad["details"]["causes"][0]["message"],
+      "Invalid value: \"string\": spec.minMember in body must be of type integer: \"string\"");
+}
+
 TEST_F(KubeEmulatorTest, PaginationWithContinueTokens) {
   for (const char* n : {"c", "a", "b"}) Create(kPods, PodBody(n));
   json page = Get(U(absl::StrCat(kPods, "?limit=2"))).Json();
