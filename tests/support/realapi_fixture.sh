@@ -39,12 +39,16 @@ stop_instance() {
   rm -f "$work/state-dir" "$work/tool-dir" "$work/kubeconfig"
 }
 
+# A port nothing listens on and not handed out before in this run.
+used_ports=" "
 free_port() {
   local p
   for _ in $(seq 1 200); do
     p=$((20000 + RANDOM % 30000))
+    case "$used_ports" in *" $p "*) continue ;; esac
     if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
-      echo "$p"
+      used_ports="$used_ports$p "
+      port=$p
       return 0
     fi
   done
@@ -68,10 +72,15 @@ case "$cmd" in
     state=$(mktemp -d "${TMPDIR:-/tmp}/kt-realapi.XXXXXX")
     echo "$state" >"$work/state-dir"
     echo "$tool" >"$work/tool-dir"
-    api=$(free_port) && etcd=$(free_port) && peer=$(free_port) && kcm=$(free_port) || {
-      log "no free ports"
-      exit 1
-    }
+    ports=()
+    for _ in 1 2 3 4; do
+      free_port || {
+        log "no free ports"
+        exit 1
+      }
+      ports+=("$port")
+    done
+    api=${ports[0]} etcd=${ports[1]} peer=${ports[2]} kcm=${ports[3]}
     log "starting $tool in $state (API port $api)"
     t0=$(date +%s.%N)
     # The controller-manager's client limits (20 qps) slow namespace deletion
