@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kubetrain/clock.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/operator_metrics.h"
@@ -56,7 +57,8 @@ struct ReconcilerDeps {
   OperatorMetrics* metrics = nullptr;
   kube::Logger* logger = nullptr;
   BuildOptions build;
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Pass time (status timestamps, deadlines, TTLs); wall time of the clock.
+  const Clock* clock = nullptr;
   // Called with the TrainingJob the API returned after a status write
   // (write-through into the jobs cache); may be empty.
   std::function<void(const kube::Json&)> job_written;
