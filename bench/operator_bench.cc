@@ -24,6 +24,18 @@
 //
 //   kubetrain_operator_bench [--jobs=500] [--workers=4,16] [--create-threads=8]
 //                            [--operator-binary=build/operator/kubetrain-operator]
+//
+// --real-cluster: against the API server KUBETRAIN_TEST_KUBECONFIG names
+// instead (bench/operator_real_cluster.h): the controller in process with a
+// counted, throttled client (--kube-api-qps, --kube-api-burst; API requests
+// and status writes per job, queue wait, reconcile mean/p99), then
+// kube-controller-manager's Job controller creating as many pods on the same
+// server, then, with --operator-binary, the real binary for its peak RSS.
+// --service-mode=PerJob runs jobs with one Service each; --no-job-controller
+// skips the Job controller, --no-in-process our in-process controller;
+// --binary-without-rate-limit runs an --operator-binary built before the
+// rate-limit flags (for before/after figures); --kcm-rate-limit=TEXT says what the
+// controller-manager was started with (KCM_EXTRA), for the report.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -49,6 +61,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
+#include "bench/operator_real_cluster.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/training_job_controller.h"
@@ -353,6 +366,8 @@ int RunExternal(const Flags& flags, int workers) {
 
 int main(int argc, char** argv) {
   kubetrain::Flags flags;
+  kubetrain::bench::RealClusterOptions real;
+  bool real_cluster = false;
   bool child = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -374,13 +389,47 @@ int main(int argc, char** argv) {
       flags.operator_binary = v;
     } else if (a == "--child") {
       child = true;
+    } else if (a == "--real-cluster") {
+      real_cluster = true;
+    } else if (const char* v = value("--kube-api-qps=")) {
+      real.throttle.qps = std::atof(v);
+    } else if (const char* v = value("--kube-api-burst=")) {
+      real.throttle.burst = std::atoi(v);
+    } else if (const char* v = value("--service-mode=")) {
+      real.service_mode = v;
+    } else if (a == "--no-job-controller") {
+      real.job_controller = false;
+    } else if (a == "--no-in-process") {
+      real.in_process = false;
+    } else if (a == "--binary-without-rate-limit") {
+      real.binary_without_rate_limit = true;
+    } else if (const char* v = value("--kcm-rate-limit=")) {
+      real.kcm_rate_limit = v;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--jobs=500] [--workers=4,16] [--create-threads=8] "
-                   "[--operator-binary=PATH]\n",
+                   "[--operator-binary=PATH] [--real-cluster [--kube-api-qps=20] "
+                   "[--kube-api-burst=30] [--service-mode=PerReplica|PerJob] "
+                   "[--no-job-controller] [--no-in-process] [--binary-without-rate-limit] "
+                   "[--kcm-rate-limit=TEXT]]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (real_cluster) {
+    if (absl::Status s = kubetrain::kube::ValidateThrottleOptions(real.throttle); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    real.jobs = flags.jobs;
+    real.create_threads = flags.create_threads;
+    real.operator_binary = flags.operator_binary;
+    int rc = 0;
+    for (int w : flags.workers) {
+      real.workers = w;
+      rc |= kubetrain::bench::RunRealCluster(real);
+    }
+    return rc;
   }
   if (child) {
     int rc = kubetrain::RunInProcess(flags, flags.workers.at(0));
