@@ -31,7 +31,7 @@ class EventRecorder {
  public:
   // Borrows client, clock (event timestamps) and logger.
   EventRecorder(kube::KubeClient& client, const Clock& clock, kube::Logger* logger,
-                std::string component = "kubetrain-operator", size_t max_pending = 1000);
+                std::string component = "kubetrain-operator", size_t max_pending = 5000);
   // Stops the sender; events not yet posted are dropped.
   ~EventRecorder();
   EventRecorder(const EventRecorder&) = delete;

@@ -69,6 +69,24 @@ absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops,
   return absl::OkStatus();
 }
 
+// RunInBatches(a) and RunInBatches(b) at the same time; the first error of
+// either (a's when both fail).
+absl::Status RunSideBySide(const std::vector<std::function<absl::Status()>>& a,
+                           const std::vector<std::function<absl::Status()>>& b, int max_parallel) {
+  if (a.empty()) return RunInBatches(b, max_parallel);
+  if (b.empty()) return RunInBatches(a, max_parallel);
+  absl::Status a_status;
+  std::thread a_thread;
+  try {
+    a_thread = std::thread([&] { a_status = RunInBatches(a, max_parallel); });
+  } catch (const std::system_error&) {
+    a_status = RunInBatches(a, max_parallel);  // no thread to be had: one after the other
+  }
+  absl::Status b_status = RunInBatches(b, max_parallel);
+  if (a_thread.joinable()) a_thread.join();
+  return a_status.ok() ? b_status : a_status;
+}
+
 std::string RandomToken() {
   absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
@@ -360,7 +378,8 @@ struct Reconciler::Pass {
   void CreateMissing() {
     const std::string svc_key = ServiceExpectationKey(key);
     const std::string pod_key = PodExpectationKey(key);
-    std::vector<std::function<absl::Status()>> ops;
+    std::vector<std::function<absl::Status()>> ops;      // Services
+    std::vector<std::function<absl::Status()>> pod_ops;  // Pods
     auto create_service = [this, svc_key](const std::string& svc_name, kube::Json service) {
       return [this, svc_key, svc_name, service = std::move(service)]() -> absl::Status {
         absl::StatusOr<kube::Json> created = d.client->Create(kube::kServices, ns, service);
@@ -397,7 +416,7 @@ struct Reconciler::Pass {
           if (Completed(type, i)) continue;  // a completed replica is never run again
           std::string pod_name = api::ReplicaName(job, type, i);
           names.insert(pod_name);
-          ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
+          pod_ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
             absl::StatusOr<kube::Json> created =
                 d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
             if (!created.ok()) {
@@ -419,7 +438,10 @@ struct Reconciler::Pass {
         if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (replicas scaled down)"));
       }
     }
-    if (!ops.empty()) Note(RunInBatches(ops, d.max_parallel_creates));
+    // Services and pods are two slow-start sequences run side by side: a
+    // job's creates take the rounds of its pods (1, 2, 1 for four), not of
+    // its pods and Services one after the other (1, 2, 4, 1).
+    Note(RunSideBySide(ops, pod_ops, d.max_parallel_creates));
     // One event per kind and pass, naming every object it created: a job's
     // creates cost one event request, not one per object.
     absl::MutexLock lock(&created_mu);
@@ -439,6 +461,10 @@ struct Reconciler::Pass {
   void Created(std::set<std::string>* names, const std::string& name) {
     absl::MutexLock lock(&created_mu);
     names->insert(name);
+  }
+  bool CreatedAny() {
+    absl::MutexLock lock(&created_mu);
+    return !created_pods.empty() || !created_services.empty();
   }
 
   // Indexes of `type` that have succeeded: recorded in status so a
@@ -676,10 +702,13 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     }
   }
 
-  // While this job's creates (or deletes) are in flight, a status that only
-  // moves observed counts waits: the watch events of those objects bring the
-  // pass that writes it, once, instead of one write per pod as it appears.
-  const bool in_flight = !deps_.expectations->Satisfied(PodExpectationKey(job_key)) ||
+  // While this job's creates (or deletes) are in flight, or this pass has
+  // just created objects its counts (read from the cache before) cannot
+  // show, a status that only moves observed counts waits: the watch events
+  // of those objects bring the pass that writes it, once, instead of one
+  // write per pod as it appears.
+  const bool in_flight = p.CreatedAny() ||
+                         !deps_.expectations->Satisfied(PodExpectationKey(job_key)) ||
                          !deps_.expectations->Satisfied(ServiceExpectationKey(job_key));
   if (!(in_flight && p.error.ok() && StatusWriteCanWait(p.original_status, p.status))) {
     p.Note(p.WriteStatus());
