@@ -35,7 +35,7 @@ struct RawFlags {
   std::string retry_period = "2s";
   std::string metrics_bind_address = ":8080";
   std::string health_probe_bind_address = ":8081";
-  std::string workers = "4";
+  std::string workers = "16";
   std::string kube_api_qps = "20";
   std::string kube_api_burst = "30";
   std::string gang_scheduler;

@@ -64,7 +64,7 @@ struct OperatorOptions {
   absl::Duration retry_period = absl::Seconds(2);
   BindAddress metrics_bind_address{true, "", 8080};
   BindAddress health_probe_bind_address{true, "", 8081};
-  int workers = 4;
+  int workers = 16;
   // The API client's rate limit (kube::ThrottledTransport); qps 0: none.
   kube::ThrottleOptions throttle;
   std::string gang_scheduler;                            // "" or "volcano"

@@ -53,7 +53,7 @@ TEST(OperatorOptionsTest, Defaults) {
   EXPECT_EQ(o.metrics_bind_address.port, 8080);
   EXPECT_TRUE(o.health_probe_bind_address.enabled);
   EXPECT_EQ(o.health_probe_bind_address.port, 8081);
-  EXPECT_EQ(o.workers, 4);
+  EXPECT_EQ(o.workers, 16);
   EXPECT_EQ(o.throttle.qps, 20);  // controller-runtime's defaults
   EXPECT_EQ(o.throttle.burst, 30);
   EXPECT_EQ(o.gang_scheduler, "");
@@ -126,7 +126,7 @@ TEST(OperatorOptionsTest, ChartArguments) {
       ParseOk({"--leader-elect=true", "--leader-election-id=kubetrain-operator",
                "--leader-election-namespace=kubetrain-system", "--lease-duration=15s",
                "--renew-deadline=10s", "--retry-period=2s", "--metrics-bind-address=:8080",
-               "--health-probe-bind-address=:8081", "--workers=4", "--kube-api-qps=20",
+               "--health-probe-bind-address=:8081", "--workers=16", "--kube-api-qps=20",
                "--kube-api-burst=30", "--gang-scheduler=", "--progress-interval=30s",
                "--log-format=json", "--log-level=info"});
   EXPECT_TRUE(o.leader_elect);
@@ -147,7 +147,7 @@ TEST(OperatorOptionsTest, LeaderElectForms) {
 
 TEST(OperatorOptionsTest, LastValueWins) {
   // The chart's extraArgs come after the rendered flags and override them.
-  EXPECT_EQ(ParseOk({"--workers=4", "--workers=16"}).workers, 16);
+  EXPECT_EQ(ParseOk({"--workers=16", "--workers=4"}).workers, 4);
   EXPECT_EQ(ParseOk({"--gang-scheduler=volcano", "--gang-scheduler="}).gang_scheduler, "");
   EXPECT_FALSE(ParseOk({"--leader-elect=true", "--leader-elect=false"}).leader_elect);
 }
@@ -189,7 +189,9 @@ TEST(OperatorOptionsTest, HelpListsEveryFlagWithItsDefault) {
       {"--retry-period", "=2s"},
       {"--metrics-bind-address", "=:8080"},
       {"--health-probe-bind-address", "=:8081"},
-      {"--workers", "=4"},
+      {"--workers", "=16"},
+      {"--kube-api-qps", "=20"},
+      {"--kube-api-burst", "=30"},
       {"--gang-scheduler", "the default"},
       {"--progress-interval", "=30s"},
       {"--log-format", "=text"},
