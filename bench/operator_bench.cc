@@ -33,8 +33,9 @@
 // server, then, with --operator-binary, the real binary for its peak RSS.
 // --service-mode=PerJob runs jobs with one Service each; --no-job-controller
 // skips the Job controller, --no-in-process our in-process controller;
-// --binary-without-rate-limit runs an --operator-binary built before the
-// rate-limit flags (for before/after figures); --kcm-rate-limit=TEXT says what the
+// --keep-namespaces leaves the runs' namespaces on the server (deleting
+// thousands of pods takes minutes); --binary-without-rate-limit runs an --operator-binary built
+// before the rate-limit flags (for before/after figures); --kcm-rate-limit=TEXT says what the
 // controller-manager was started with (KCM_EXTRA), for the report.
 #include <fcntl.h>
 #include <malloc.h>
@@ -399,6 +400,8 @@ int main(int argc, char** argv) {
       real.service_mode = v;
     } else if (a == "--no-job-controller") {
       real.job_controller = false;
+    } else if (a == "--keep-namespaces") {
+      real.keep_namespaces = true;
     } else if (a == "--no-in-process") {
       real.in_process = false;
     } else if (a == "--binary-without-rate-limit") {
@@ -411,6 +414,7 @@ int main(int argc, char** argv) {
                    "[--operator-binary=PATH] [--real-cluster [--kube-api-qps=20] "
                    "[--kube-api-burst=30] [--service-mode=PerReplica|PerJob] "
                    "[--no-job-controller] [--no-in-process] [--binary-without-rate-limit] "
+                   "[--keep-namespaces] "
                    "[--kcm-rate-limit=TEXT]]\n",
                    argv[0]);
       return 2;
@@ -424,12 +428,8 @@ int main(int argc, char** argv) {
     real.jobs = flags.jobs;
     real.create_threads = flags.create_threads;
     real.operator_binary = flags.operator_binary;
-    int rc = 0;
-    for (int w : flags.workers) {
-      real.workers = w;
-      rc |= kubetrain::bench::RunRealCluster(real);
-    }
-    return rc;
+    real.workers = flags.workers;
+    return kubetrain::bench::RunRealCluster(real);
   }
   if (child) {
     int rc = kubetrain::RunInProcess(flags, flags.workers.at(0));

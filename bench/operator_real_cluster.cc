@@ -385,20 +385,26 @@ std::unique_ptr<testing::KubeTestTarget> FreshNamespace() {
   return *std::move(target);
 }
 
-// Deletes the namespace and waits until the server has removed it and
-// everything in it, so that its garbage does not load the next run.
-void DropNamespace(std::unique_ptr<testing::KubeTestTarget> target) {
-  if (target == nullptr) return;
-  const std::string ns = target->ns();
-  auto client = target->NewClient();
-  target.reset();  // deletes the namespace
+using Namespaces = std::vector<std::unique_ptr<testing::KubeTestTarget>>;
+
+// Deletes the namespaces and waits until the server has removed them and
+// everything in them (minutes for thousands of pods on 2 cores), once, after
+// every run: deleting between runs would load the server during the next.
+void DropNamespaces(Namespaces namespaces) {
+  if (namespaces.empty()) return;
+  std::vector<std::string> names;
+  absl::StatusOr<std::unique_ptr<kube::KubeClient>> client = namespaces.front()->NewClient();
+  for (const auto& t : namespaces) names.push_back(t->ns());
+  namespaces.clear();  // each target deletes its namespace
   const auto t0 = SteadyClock::now();
-  while (client.ok() && Since(t0) < 300) {
-    absl::StatusOr<Json> got = (*client)->Get(kube::kNamespaces, "", ns);
-    if (!got.ok() && absl::IsNotFound(got.status())) break;
-    absl::SleepFor(absl::Milliseconds(250));
+  for (const std::string& ns : names) {
+    while (client.ok() && Since(t0) < 900) {
+      absl::StatusOr<Json> got = (*client)->Get(kube::kNamespaces, "", ns);
+      if (!got.ok() && absl::IsNotFound(got.status())) break;
+      absl::SleepFor(absl::Milliseconds(500));
+    }
   }
-  std::printf("  (namespace %s removed in %.1f s)\n", ns.c_str(), Since(t0));
+  std::printf("(%zu namespaces removed in %.1f s)\n", names.size(), Since(t0));
 }
 
 struct RunResult {
@@ -419,7 +425,7 @@ void PrintPods(const char* who, int want, const RunResult& r) {
 }
 
 // Our controller in this process, its client counted and throttled.
-RunResult RunOperatorInProcess(const RealClusterOptions& o) {
+RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespaces* done) {
   const int want = o.jobs * 4;
   RunResult result;
   std::unique_ptr<testing::KubeTestTarget> target = FreshNamespace();
@@ -444,7 +450,7 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o) {
   kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kError);
   controller::ControllerOptions options;
   options.watch_namespace = target->ns();
-  options.workers = o.workers;
+  options.workers = workers;
   options.progress_interval = absl::ZeroDuration();
   options.queue_observer = &queue;
   auto ctrl = std::make_unique<controller::TrainingJobController>(client, options, &metrics, clock,
@@ -483,7 +489,7 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o) {
   std::printf(
       "kubetrain controller in process: --workers=%d --kube-api-qps=%g --kube-api-burst=%d "
       "serviceMode=%s\n",
-      o.workers, o.throttle.qps, o.throttle.burst, o.service_mode.c_str());
+      workers, o.throttle.qps, o.throttle.burst, o.service_mode.c_str());
   PrintPods("TrainingJobs (1 PS + 3 Workers)", want, result);
   std::printf("  queue drained (last reconcile) %.2f s after the first create\n", settled_s);
   int64_t total = 0;
@@ -515,7 +521,7 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o) {
               lat.size(), errors, Mean(lat) * 1e3, Percentile(lat, 0.5) * 1e3,
               Percentile(lat, 0.99) * 1e3, Percentile(lat, 1.0) * 1e3);
   std::fflush(stdout);
-  DropNamespace(std::move(target));
+  done->push_back(std::move(target));
   return result;
 }
 
@@ -556,7 +562,8 @@ int FreePort() {
 }
 
 // The kubetrain-operator binary in its own process: its peak RSS.
-RunResult RunOperatorBinary(const RealClusterOptions& o, const std::string& kubeconfig) {
+RunResult RunOperatorBinary(const RealClusterOptions& o, int workers, const std::string& kubeconfig,
+                            Namespaces* done) {
   const int want = o.jobs * 4;
   RunResult result;
   std::unique_ptr<testing::KubeTestTarget> target = FreshNamespace();
@@ -571,7 +578,7 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, const std::string& kube
       absl::StrCat("--health-probe-bind-address=127.0.0.1:", health),
       "--namespace=" + ns,
       "--progress-interval=0",
-      absl::StrCat("--workers=", o.workers),
+      absl::StrCat("--workers=", workers),
       "--log-level=error"};
   std::vector<std::string> argv_strings = args;
   if (!o.binary_without_rate_limit) {
@@ -606,7 +613,7 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, const std::string& kube
   int status = 0;
   waitpid(pid, &status, 0);
   std::printf("kubetrain-operator process (%s), --workers=%d, %s:\n", o.operator_binary.c_str(),
-              o.workers,
+              workers,
               o.binary_without_rate_limit ? "no client rate limit (a build without the flags)"
                                           : "same rate limit");
   PrintPods("TrainingJobs", want, result);
@@ -614,12 +621,12 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, const std::string& kube
               hwm, idle_hwm);
   PrintServerRequests(server_delta, o.jobs, "POST trainingjobs");
   std::fflush(stdout);
-  DropNamespace(std::move(target));
+  done->push_back(std::move(target));
   return result;
 }
 
 // kube-controller-manager's Job controller: Jobs of parallelism 4.
-RunResult RunJobController(const RealClusterOptions& o) {
+RunResult RunJobController(const RealClusterOptions& o, Namespaces* done) {
   const int want = o.jobs * 4;
   RunResult result;
   std::unique_ptr<testing::KubeTestTarget> target = FreshNamespace();
@@ -640,7 +647,7 @@ RunResult RunJobController(const RealClusterOptions& o) {
   PrintPods("Jobs (parallelism 4)", want, result);
   PrintServerRequests(server_delta, o.jobs, "POST jobs");
   std::fflush(stdout);
-  DropNamespace(std::move(target));
+  done->push_back(std::move(target));
   return result;
 }
 
@@ -658,22 +665,39 @@ int RunRealCluster(const RealClusterOptions& o) {
               std::thread::hardware_concurrency());
   std::fflush(stdout);
   int rc = 0;
-  RunResult ours;
-  if (o.in_process) {
-    ours = RunOperatorInProcess(o);
-    if (ours.pods_s < 0) rc = 1;
+  Namespaces done;
+  std::vector<std::pair<std::string, double>> ours;
+  for (int workers : o.workers) {
+    if (!o.in_process) break;
+    RunResult r = RunOperatorInProcess(o, workers, &done);
+    if (r.pods_s < 0) rc = 1;
+    ours.emplace_back(absl::StrCat("in process, --workers=", workers), r.pods_s);
   }
   RunResult jobs;
   if (o.job_controller) {
-    jobs = RunJobController(o);
+    jobs = RunJobController(o, &done);
     if (jobs.pods_s < 0) rc = 1;
   }
-  if (!o.operator_binary.empty()) {
-    if (RunOperatorBinary(o, kubeconfig).pods_s < 0) rc = 1;
+  for (int workers : o.workers) {
+    if (o.operator_binary.empty()) break;
+    RunResult r = RunOperatorBinary(o, workers, kubeconfig, &done);
+    if (r.pods_s < 0) rc = 1;
+    ours.emplace_back(absl::StrCat("kubetrain-operator, --workers=", workers), r.pods_s);
   }
-  if (o.job_controller && ours.pods_s > 0 && jobs.pods_s > 0) {
-    std::printf("all pods exist: kubetrain %.2f s vs Job controller %.2f s (ratio %.2f)\n",
-                ours.pods_s, jobs.pods_s, ours.pods_s / jobs.pods_s);
+  for (const auto& [what, seconds] : ours) {
+    if (o.job_controller && seconds > 0 && jobs.pods_s > 0) {
+      std::printf("all pods exist: kubetrain (%s) %.2f s vs Job controller %.2f s: ratio %.2f\n",
+                  what.c_str(), seconds, jobs.pods_s, seconds / jobs.pods_s);
+    }
+  }
+  std::fflush(stdout);
+  if (o.keep_namespaces) {
+    for (auto& target : done) {
+      std::printf("(namespace %s left on the server)\n", target->ns().c_str());
+      (void)target.release();  // its destructor would delete the namespace
+    }
+  } else {
+    DropNamespaces(std::move(done));
   }
   return rc;
 }

@@ -6,6 +6,7 @@
 #define KUBETRAIN_BENCH_OPERATOR_REAL_CLUSTER_H_
 
 #include <string>
+#include <vector>
 
 #include "operator/kube/throttled_transport.h"
 
@@ -13,10 +14,13 @@ namespace kubetrain::bench {
 
 struct RealClusterOptions {
   int jobs = 500;
-  int workers = 4;                 // the operator's --workers
+  std::vector<int> workers = {4};  // the operator's --workers, one run each
   kube::ThrottleOptions throttle;  // the operator's --kube-api-qps/--kube-api-burst
   std::string service_mode = "PerReplica";
-  int create_threads = 8;      // clients creating the jobs
+  int create_threads = 8;  // clients creating the jobs
+  // Leave the runs' namespaces on the server (a throwaway control plane):
+  // deleting thousands of pods takes minutes on 2 cores.
+  bool keep_namespaces = false;
   bool in_process = true;      // our controller in the bench's process
   bool job_controller = true;  // also time the Job controller
   // Also run this kubetrain-operator binary (its peak RSS); "" = skip.
