@@ -62,7 +62,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
+#include "bench/create_all.h"
 #include "bench/operator_real_cluster.h"
+#include "bench/recording_metrics.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/training_job_controller.h"
@@ -73,6 +75,9 @@
 
 namespace kubetrain {
 namespace {
+
+using bench::Percentile;
+using bench::RecordingMetrics;
 
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
@@ -110,51 +115,6 @@ double ProcStatusBytes(const std::string& pid, const std::string& field) {
 
 double MiB(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-// ---- metrics: reconcile latencies and pod creations ----
-
-class RecordingMetrics final : public controller::OperatorMetrics {
- public:
-  void JobCreated(const std::string&) override {}
-  void JobSucceeded(const std::string&) override {}
-  void JobFailed(const std::string&) override {}
-  void JobRestarted(const std::string&) override {}
-  void PodCreated(const std::string&) override { ++pods_; }
-  void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
-  void ObserveReconcile(double seconds, bool error) override {
-    absl::MutexLock lock(&mu_);
-    latencies_.push_back(seconds);
-    if (error) ++errors_;
-    last_ = SteadyClock::now();
-  }
-  void SetQueueDepth(int) override {}
-  void SetLeader(bool) override {}
-
-  int pods() const { return pods_.load(); }
-  std::vector<double> Latencies(int* errors) const {
-    absl::MutexLock lock(&mu_);
-    *errors = errors_;
-    return latencies_;
-  }
-  double SecondsSinceLastReconcile() const {
-    absl::MutexLock lock(&mu_);
-    return std::chrono::duration<double>(SteadyClock::now() - last_).count();
-  }
-
- private:
-  std::atomic<int> pods_{0};
-  mutable absl::Mutex mu_;
-  std::vector<double> latencies_ ABSL_GUARDED_BY(mu_);
-  int errors_ ABSL_GUARDED_BY(mu_) = 0;
-  SteadyClock::time_point last_ ABSL_GUARDED_BY(mu_) = SteadyClock::now();
-};
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 // ---- jobs ----
 
 Json MakeJob(const std::string& ns, int index) {
@@ -175,23 +135,8 @@ Json MakeJob(const std::string& ns, int index) {
 
 // Creates every job from `threads` clients at once. Returns create errors.
 int CreateJobs(testing::KubeTestTarget& target, int jobs, int threads) {
-  std::vector<std::unique_ptr<kube::KubeClient>> clients;
-  for (int t = 0; t < threads; ++t) clients.push_back(*target.NewClient());
-  std::atomic<int> errors{0};
-  std::vector<std::thread> creators;
-  for (int t = 0; t < threads; ++t) {
-    creators.emplace_back([&, t] {
-      for (int i = t; i < jobs; i += threads) {
-        absl::StatusOr<Json> created =
-            clients[t]->Create(kube::kTrainingJobs, target.ns(), MakeJob(target.ns(), i));
-        if (!created.ok()) {
-          if (errors++ == 0) std::cerr << "create: " << created.status() << "\n";
-        }
-      }
-    });
-  }
-  for (std::thread& c : creators) c.join();
-  return errors.load();
+  return bench::CreateAll(target, kube::kTrainingJobs, jobs, threads,
+                          [&](int i) { return MakeJob(target.ns(), i); });
 }
 
 size_t CountPods(testing::KubeTestTarget& target) {

@@ -29,6 +29,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
+#include "bench/create_all.h"
+#include "bench/recording_metrics.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/prometheus_text.h"
@@ -53,13 +55,6 @@ constexpr kube::ResourceType kServiceAccounts{"", "v1", "serviceaccounts", "Serv
 
 double Since(SteadyClock::time_point a) {
   return std::chrono::duration<double>(SteadyClock::now() - a).count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 double Mean(const std::vector<double>& v) {
@@ -137,40 +132,6 @@ class QueueLatencies final : public kube::WorkQueueObserver {
  private:
   mutable absl::Mutex mu_;
   std::vector<double> seconds_ ABSL_GUARDED_BY(mu_);
-};
-
-class RecordingMetrics final : public controller::OperatorMetrics {
- public:
-  void JobCreated(const std::string&) override {}
-  void JobSucceeded(const std::string&) override {}
-  void JobFailed(const std::string&) override {}
-  void JobRestarted(const std::string&) override {}
-  void PodCreated(const std::string&) override {}
-  void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
-  void ObserveReconcile(double seconds, bool error) override {
-    absl::MutexLock lock(&mu_);
-    latencies_.push_back(seconds);
-    if (error) ++errors_;
-    last_ = SteadyClock::now();
-  }
-  void SetQueueDepth(int) override {}
-  void SetLeader(bool) override {}
-
-  std::vector<double> Latencies(int* errors) const {
-    absl::MutexLock lock(&mu_);
-    *errors = errors_;
-    return latencies_;
-  }
-  double SecondsSinceLastReconcile() const {
-    absl::MutexLock lock(&mu_);
-    return std::chrono::duration<double>(SteadyClock::now() - last_).count();
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<double> latencies_ ABSL_GUARDED_BY(mu_);
-  int errors_ ABSL_GUARDED_BY(mu_) = 0;
-  SteadyClock::time_point last_ ABSL_GUARDED_BY(mu_) = SteadyClock::now();
 };
 
 // Counts the pods of a namespace as the server reports them (a watch), the
@@ -344,25 +305,6 @@ Json MakeBatchJob(const std::string& ns, int index) {
                 {"completions", 4},
                 {"backoffLimit", 0},
                 {"template", {{"spec", pod_spec}}}}}};
-}
-
-// Creates `jobs` objects from `threads` clients at once; returns errors.
-int CreateAll(testing::KubeTestTarget& target, const kube::ResourceType& type, int jobs,
-              int threads, const std::function<Json(int)>& make) {
-  std::vector<std::unique_ptr<kube::KubeClient>> clients;
-  for (int t = 0; t < threads; ++t) clients.push_back(*target.NewClient());
-  std::atomic<int> errors{0};
-  std::vector<std::thread> creators;
-  for (int t = 0; t < threads; ++t) {
-    creators.emplace_back([&, t] {
-      for (int i = t; i < jobs; i += threads) {
-        absl::StatusOr<Json> created = clients[t]->Create(type, target.ns(), make(i));
-        if (!created.ok() && errors++ == 0) std::cerr << "create: " << created.status() << "\n";
-      }
-    });
-  }
-  for (std::thread& c : creators) c.join();
-  return errors.load();
 }
 
 // A fresh namespace whose default ServiceAccount exists (pods are refused
