@@ -6,8 +6,9 @@
 // again (deadline, TTL) even if nothing else happens. It never trusts an event payload: everything
 // comes from the caches and the API.
 //
-// Pod status is read by pod_status.h (pure functions, tested alone); the
-// pass itself orchestrates.
+// Pod status is read by pod_status.h, failures decided by failure_policy.h,
+// phase, deadline, TTL and which status writes may wait by job_phase.h (pure
+// functions, tested alone); the pass itself orchestrates and acts.
 //
 // Pod failure policy, in one place (ApplyFailurePolicy):
 //   OnFailure/Always: the kubelet restarts containers in place; their
