@@ -110,7 +110,11 @@ ClusterSpec InClusterSpec(const TrainingJob& job, const std::string& cluster_dom
   const std::string ns =
       job.metadata.namespace_name.empty() ? kDefaultNamespace : job.metadata.namespace_name;
   return ClusterFor(job, [&](ReplicaType type, int index) {
-    std::string host = absl::StrCat(ReplicaName(job, type, index), ".", ns, ".svc");
+    // PerJob: the pod's hostname under the job's Service (its subdomain).
+    std::string host =
+        job.spec.service_mode == ServiceMode::kPerJob
+            ? absl::StrCat(ReplicaName(job, type, index), ".", job.metadata.name, ".", ns, ".svc")
+            : absl::StrCat(ReplicaName(job, type, index), ".", ns, ".svc");
     if (!cluster_domain.empty()) absl::StrAppend(&host, ".", cluster_domain);
     const ReplicaSpec* spec = job.Find(type);
     return absl::StrCat(host, ":", spec != nullptr ? spec->Port() : kDefaultPort);

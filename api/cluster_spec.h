@@ -69,7 +69,8 @@ std::map<std::string, std::string> ReplicaLabels(const TrainingJob& job, Replica
 using AddressFn = std::function<std::string(ReplicaType type, int index)>;
 ClusterSpec ClusterFor(const TrainingJob& job, const AddressFn& address);
 
-// In-cluster DNS addresses `<job>-<type>-<index>.<ns>.svc[.<domain>]:<port>`,
+// In-cluster DNS addresses `<job>-<type>-<index>.<ns>.svc[.<domain>]:<port>`
+// (serviceMode PerJob: `<job>-<type>-<index>.<job>.<ns>.svc[.<domain>]:<port>`),
 // port from the replica's kubetrain-port (default 2222). `cluster_domain`
 // mirrors TFJob's CUSTOM_CLUSTER_DOMAIN (empty: none).
 ClusterSpec InClusterSpec(const TrainingJob& job, const std::string& cluster_domain = "");

@@ -92,6 +92,16 @@ std::string SuccessPolicyName(SuccessPolicy policy) {
   return policy == SuccessPolicy::kAllWorkers ? "AllWorkers" : "";
 }
 
+std::string ServiceModeName(ServiceMode mode) {
+  return mode == ServiceMode::kPerJob ? "PerJob" : "PerReplica";
+}
+
+std::optional<ServiceMode> ParseServiceMode(std::string_view name) {
+  if (name == "PerReplica") return ServiceMode::kPerReplica;
+  if (name == "PerJob") return ServiceMode::kPerJob;
+  return std::nullopt;
+}
+
 std::optional<SuccessPolicy> ParseSuccessPolicy(std::string_view name) {
   if (name.empty()) return SuccessPolicy::kDefault;
   if (name == "AllWorkers") return SuccessPolicy::kAllWorkers;

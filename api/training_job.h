@@ -63,6 +63,17 @@ enum class SuccessPolicy { kDefault, kAllWorkers };  // "" and "AllWorkers"
 std::string SuccessPolicyName(SuccessPolicy policy);
 std::optional<SuccessPolicy> ParseSuccessPolicy(std::string_view name);
 
+// spec.serviceMode: how replicas find each other.
+//   PerReplica (default, TFJob's): a headless Service per replica, named as
+//     its pod; addresses <job>-<type>-<i>.<ns>.svc:<port>.
+//   PerJob (as JobSet and the MPI operator): one headless Service named as
+//     the job; each pod has hostname <job>-<type>-<i> and subdomain <job>;
+//     addresses <job>-<type>-<i>.<job>.<ns>.svc:<port>. One Service per job
+//     instead of one per replica: fewer API calls and objects.
+enum class ServiceMode { kPerReplica, kPerJob };
+std::string ServiceModeName(ServiceMode mode);
+std::optional<ServiceMode> ParseServiceMode(std::string_view name);
+
 struct ObjectMeta {
   std::string name;
   std::string namespace_name;  // "" until ApplyDefaults sets "default"
@@ -137,6 +148,7 @@ struct TrainingJobSpec {
   std::map<ReplicaType, ReplicaSpec> replica_specs;
   RunPolicy run_policy;
   SuccessPolicy success_policy = SuccessPolicy::kDefault;
+  ServiceMode service_mode = ServiceMode::kPerReplica;
   bool operator==(const TrainingJobSpec&) const = default;
 };
 

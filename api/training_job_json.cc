@@ -117,8 +117,8 @@ absl::StatusOr<TrainingJob> FromJson(const json& v) {
   if (spec_it == v.end() || spec_it->is_null()) return job;
   const json& spec = *spec_it;
   if (absl::Status s = CheckObject(spec, "spec"); !s.ok()) return s;
-  if (absl::Status s =
-          CheckKnownFields(spec, "spec", {"replicaSpecs", "runPolicy", "successPolicy"});
+  if (absl::Status s = CheckKnownFields(
+          spec, "spec", {"replicaSpecs", "runPolicy", "successPolicy", "serviceMode"});
       !s.ok()) {
     return s;
   }
@@ -150,6 +150,13 @@ absl::StatusOr<TrainingJob> FromJson(const json& v) {
     return s;
   }
   job.spec.success_policy = sp.value_or(SuccessPolicy::kDefault);
+  std::optional<ServiceMode> mode;
+  if (absl::Status s = GetEnum<ServiceMode>(spec, "serviceMode", "spec", &ParseServiceMode,
+                                            "PerReplica, PerJob", &mode);
+      !s.ok()) {
+    return s;
+  }
+  job.spec.service_mode = mode.value_or(ServiceMode::kPerReplica);
   return job;
 }
 
@@ -202,6 +209,9 @@ json ToJson(const TrainingJob& job) {
   if (!run.empty()) spec["runPolicy"] = std::move(run);
   if (job.spec.success_policy != SuccessPolicy::kDefault) {
     spec["successPolicy"] = SuccessPolicyName(job.spec.success_policy);
+  }
+  if (job.spec.service_mode != ServiceMode::kPerReplica) {
+    spec["serviceMode"] = ServiceModeName(job.spec.service_mode);
   }
   out["spec"] = std::move(spec);
   if (!job.status.is_null()) out["status"] = job.status;

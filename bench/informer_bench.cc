@@ -39,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
+#include "kubetrain/clock.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/kube_client.h"
@@ -300,7 +301,8 @@ void RunDecodeApply(int n) {
                               kube::LogLevel::kWarning);
     Counter c;
     Mem before = Measure();
-    kube::Informer informer(client, kube::kPods, {}, &logger);
+    RealClock clock;
+    kube::Informer informer(client, kube::kPods, {}, clock, &logger);
     informer.AddHandlers({[&](const kube::ObjectPtr&) {
                             if (++c.adds == n) c.add_done_ns = NowNs();
                           },
@@ -424,7 +426,8 @@ void RunEmulator(int n, int threads) {
   auto informer_client = (*target)->NewClient();
   kube::InformerOptions options;
   options.namespace_name = ns;
-  kube::Informer informer(**informer_client, kube::kPods, options, &logger);
+  RealClock clock;
+  kube::Informer informer(**informer_client, kube::kPods, options, clock, &logger);
   std::atomic<int64_t> adds{0};
   std::atomic<int64_t> done_ns{0};
   informer.AddHandlers({[&](const kube::ObjectPtr&) {

@@ -24,6 +24,19 @@
 //
 //   kubetrain_operator_bench [--jobs=500] [--workers=4,16] [--create-threads=8]
 //                            [--operator-binary=build/operator/kubetrain-operator]
+//
+// --real-cluster: against the API server KUBETRAIN_TEST_KUBECONFIG names
+// instead (bench/operator_real_cluster.h): the controller in process with a
+// counted, throttled client (--kube-api-qps, --kube-api-burst; API requests
+// and status writes per job, queue wait, reconcile mean/p99), then
+// kube-controller-manager's Job controller creating as many pods on the same
+// server, then, with --operator-binary, the real binary for its peak RSS.
+// --service-mode=PerJob runs jobs with one Service each; --no-job-controller
+// skips the Job controller, --no-in-process our in-process controller;
+// --keep-namespaces leaves the runs' namespaces on the server (deleting
+// thousands of pods takes minutes); --binary-without-rate-limit runs an --operator-binary built
+// before the rate-limit flags (for before/after figures); --kcm-rate-limit=TEXT says what the
+// controller-manager was started with (KCM_EXTRA), for the report.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -49,6 +62,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
+#include "bench/create_all.h"
+#include "bench/operator_real_cluster.h"
+#include "bench/recording_metrics.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/training_job_controller.h"
@@ -59,6 +75,9 @@
 
 namespace kubetrain {
 namespace {
+
+using bench::Percentile;
+using bench::RecordingMetrics;
 
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
@@ -96,51 +115,6 @@ double ProcStatusBytes(const std::string& pid, const std::string& field) {
 
 double MiB(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-// ---- metrics: reconcile latencies and pod creations ----
-
-class RecordingMetrics final : public controller::OperatorMetrics {
- public:
-  void JobCreated(const std::string&) override {}
-  void JobSucceeded(const std::string&) override {}
-  void JobFailed(const std::string&) override {}
-  void JobRestarted(const std::string&) override {}
-  void PodCreated(const std::string&) override { ++pods_; }
-  void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
-  void ObserveReconcile(double seconds, bool error) override {
-    absl::MutexLock lock(&mu_);
-    latencies_.push_back(seconds);
-    if (error) ++errors_;
-    last_ = SteadyClock::now();
-  }
-  void SetQueueDepth(int) override {}
-  void SetLeader(bool) override {}
-
-  int pods() const { return pods_.load(); }
-  std::vector<double> Latencies(int* errors) const {
-    absl::MutexLock lock(&mu_);
-    *errors = errors_;
-    return latencies_;
-  }
-  double SecondsSinceLastReconcile() const {
-    absl::MutexLock lock(&mu_);
-    return std::chrono::duration<double>(SteadyClock::now() - last_).count();
-  }
-
- private:
-  std::atomic<int> pods_{0};
-  mutable absl::Mutex mu_;
-  std::vector<double> latencies_ ABSL_GUARDED_BY(mu_);
-  int errors_ ABSL_GUARDED_BY(mu_) = 0;
-  SteadyClock::time_point last_ ABSL_GUARDED_BY(mu_) = SteadyClock::now();
-};
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 // ---- jobs ----
 
 Json MakeJob(const std::string& ns, int index) {
@@ -161,23 +135,8 @@ Json MakeJob(const std::string& ns, int index) {
 
 // Creates every job from `threads` clients at once. Returns create errors.
 int CreateJobs(testing::KubeTestTarget& target, int jobs, int threads) {
-  std::vector<std::unique_ptr<kube::KubeClient>> clients;
-  for (int t = 0; t < threads; ++t) clients.push_back(*target.NewClient());
-  std::atomic<int> errors{0};
-  std::vector<std::thread> creators;
-  for (int t = 0; t < threads; ++t) {
-    creators.emplace_back([&, t] {
-      for (int i = t; i < jobs; i += threads) {
-        absl::StatusOr<Json> created =
-            clients[t]->Create(kube::kTrainingJobs, target.ns(), MakeJob(target.ns(), i));
-        if (!created.ok()) {
-          if (errors++ == 0) std::cerr << "create: " << created.status() << "\n";
-        }
-      }
-    });
-  }
-  for (std::thread& c : creators) c.join();
-  return errors.load();
+  return bench::CreateAll(target, kube::kTrainingJobs, jobs, threads,
+                          [&](int i) { return MakeJob(target.ns(), i); });
 }
 
 size_t CountPods(testing::KubeTestTarget& target) {
@@ -353,6 +312,8 @@ int RunExternal(const Flags& flags, int workers) {
 
 int main(int argc, char** argv) {
   kubetrain::Flags flags;
+  kubetrain::bench::RealClusterOptions real;
+  bool real_cluster = false;
   bool child = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -374,13 +335,46 @@ int main(int argc, char** argv) {
       flags.operator_binary = v;
     } else if (a == "--child") {
       child = true;
+    } else if (a == "--real-cluster") {
+      real_cluster = true;
+    } else if (const char* v = value("--kube-api-qps=")) {
+      real.throttle.qps = std::atof(v);
+    } else if (const char* v = value("--kube-api-burst=")) {
+      real.throttle.burst = std::atoi(v);
+    } else if (const char* v = value("--service-mode=")) {
+      real.service_mode = v;
+    } else if (a == "--no-job-controller") {
+      real.job_controller = false;
+    } else if (a == "--keep-namespaces") {
+      real.keep_namespaces = true;
+    } else if (a == "--no-in-process") {
+      real.in_process = false;
+    } else if (a == "--binary-without-rate-limit") {
+      real.binary_without_rate_limit = true;
+    } else if (const char* v = value("--kcm-rate-limit=")) {
+      real.kcm_rate_limit = v;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--jobs=500] [--workers=4,16] [--create-threads=8] "
-                   "[--operator-binary=PATH]\n",
+                   "[--operator-binary=PATH] [--real-cluster [--kube-api-qps=20] "
+                   "[--kube-api-burst=30] [--service-mode=PerReplica|PerJob] "
+                   "[--no-job-controller] [--no-in-process] [--binary-without-rate-limit] "
+                   "[--keep-namespaces] "
+                   "[--kcm-rate-limit=TEXT]]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (real_cluster) {
+    if (absl::Status s = kubetrain::kube::ValidateThrottleOptions(real.throttle); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    real.jobs = flags.jobs;
+    real.create_threads = flags.create_threads;
+    real.operator_binary = flags.operator_binary;
+    real.workers = flags.workers;
+    return kubetrain::bench::RunRealCluster(real);
   }
   if (child) {
     int rc = kubetrain::RunInProcess(flags, flags.workers.at(0));

@@ -42,6 +42,7 @@
 #include "operator/kube/leader_elector.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/resource.h"
+#include "operator/kube/throttled_transport.h"
 #include "operator/metrics/metrics_endpoint.h"
 #include "operator/metrics/prometheus_operator_metrics.h"
 #include "operator/operator_options.h"
@@ -234,7 +235,13 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
                                     ": ", transport.status().message()));
     return 1;
   }
-  kube::KubeClient client(std::move(*transport));
+  // One rate limit for every request of this process (informers, workers,
+  // events, leader election), as a controller-runtime manager has.
+  kube::KubeClient client(
+      std::make_unique<kube::ThrottledTransport>(std::move(*transport), o.throttle, clock));
+  logger.Info(kLog, o.throttle.qps > 0 ? absl::StrCat("client rate limit: ", o.throttle.qps,
+                                                      " requests/s, burst ", o.throttle.burst)
+                                       : std::string("client rate limit: none"));
   // Fail fast with a clear message when the API is unreachable, the
   // credentials are refused or the CRD is missing, instead of retrying in
   // the informers.

@@ -35,7 +35,9 @@ struct RawFlags {
   std::string retry_period = "2s";
   std::string metrics_bind_address = ":8080";
   std::string health_probe_bind_address = ":8081";
-  std::string workers = "4";
+  std::string workers = "16";
+  std::string kube_api_qps = "20";
+  std::string kube_api_burst = "30";
   std::string gang_scheduler;
   std::string progress_interval = "30s";
   std::string log_format = "text";
@@ -104,6 +106,15 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
   option("--workers", raw.workers, "Concurrent reconciles")
       ->type_name("N")
       ->default_str(raw.workers);
+  option("--kube-api-qps", raw.kube_api_qps,
+         "Client-side rate limit of requests to the API server, per second, after the burst "
+         "(0 = no limit)")
+      ->type_name("QPS")
+      ->default_str(raw.kube_api_qps);
+  option("--kube-api-burst", raw.kube_api_burst,
+         "Requests that may go at once before --kube-api-qps applies")
+      ->type_name("N")
+      ->default_str(raw.kube_api_burst);
   maybe_empty("--gang-scheduler", raw.gang_scheduler,
               "Gang scheduler for runPolicy.schedulingPolicy: \"\" (none, the default) or volcano "
               "(PodGroups)")
@@ -193,6 +204,16 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
         absl::StrCat("--workers: must be at least 1, got ", raw.workers));
   }
   o->workers = workers;
+
+  if (!absl::SimpleAtod(raw.kube_api_qps, &o->throttle.qps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kube-api-qps: '", raw.kube_api_qps, "' is not a number"));
+  }
+  if (!absl::SimpleAtoi(raw.kube_api_burst, &o->throttle.burst)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kube-api-burst: '", raw.kube_api_burst, "' is not a whole number"));
+  }
+  if (absl::Status s = kube::ValidateThrottleOptions(o->throttle); !s.ok()) return s;
 
   if (!raw.gang_scheduler.empty() && raw.gang_scheduler != "volcano") {
     return absl::InvalidArgumentError(absl::StrCat("--gang-scheduler: unknown gang scheduler '",

@@ -22,6 +22,7 @@
 #include "operator/kube/kube_config.h"
 #include "operator/kube/leader_elector.h"
 #include "operator/kube/logger.h"
+#include "operator/kube/throttled_transport.h"
 
 namespace kubetrain::operator_main {
 
@@ -63,7 +64,9 @@ struct OperatorOptions {
   absl::Duration retry_period = absl::Seconds(2);
   BindAddress metrics_bind_address{true, "", 8080};
   BindAddress health_probe_bind_address{true, "", 8081};
-  int workers = 4;
+  int workers = 16;
+  // The API client's rate limit (kube::ThrottledTransport); qps 0: none.
+  kube::ThrottleOptions throttle;
   std::string gang_scheduler;                            // "" or "volcano"
   absl::Duration progress_interval = absl::Seconds(30);  // 0 = off
   kube::StreamLogger::Format log_format = kube::StreamLogger::Format::kText;

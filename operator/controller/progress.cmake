@@ -4,6 +4,7 @@
 
 # Prometheus text exposition parser (no network).
 kubetrain_library(prometheus_text
+  HDRS "${CMAKE_CURRENT_LIST_DIR}/prometheus_text.h"
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/prometheus_text.cc"
   DEPS absl::status absl::statusor absl::strings)
 
@@ -11,6 +12,7 @@ kubetrain_library(prometheus_text
 # controller library may link it without a cycle.
 find_package(CURL REQUIRED)
 kubetrain_library(progress_poller
+  HDRS "${CMAKE_CURRENT_LIST_DIR}/progress_poller.h"
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/progress_poller.cc"
   DEPS kubetrain::prometheus_text kubetrain::kube CURL::libcurl nlohmann_json::nlohmann_json
        absl::flat_hash_map absl::synchronization absl::time absl::strings absl::status

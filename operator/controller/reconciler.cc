@@ -12,11 +12,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "api/cluster_spec.h"
 #include "api/replica_policy.h"
 #include "api/training_job.h"
 #include "operator/controller/failure_policy.h"
+#include "operator/controller/job_phase.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/pod_status.h"
 #include "operator/kube/api_error.h"
@@ -67,6 +69,24 @@ absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops,
   return absl::OkStatus();
 }
 
+// RunInBatches(a) and RunInBatches(b) at the same time; the first error of
+// either (a's when both fail).
+absl::Status RunSideBySide(const std::vector<std::function<absl::Status()>>& a,
+                           const std::vector<std::function<absl::Status()>>& b, int max_parallel) {
+  if (a.empty()) return RunInBatches(b, max_parallel);
+  if (b.empty()) return RunInBatches(a, max_parallel);
+  absl::Status a_status;
+  std::thread a_thread;
+  try {
+    a_thread = std::thread([&] { a_status = RunInBatches(a, max_parallel); });
+  } catch (const std::system_error&) {
+    a_status = RunInBatches(a, max_parallel);  // no thread to be had: one after the other
+  }
+  absl::Status b_status = RunInBatches(b, max_parallel);
+  if (a_thread.joinable()) a_thread.join();
+  return a_status.ok() ? b_status : a_status;
+}
+
 std::string RandomToken() {
   absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
@@ -95,8 +115,12 @@ struct Reconciler::Pass {
   absl::Status error;
   std::map<ReplicaKey, ObjectPtr> pods;      // owned, by replica
   std::map<ReplicaKey, ObjectPtr> services;  // owned, by replica
+  ObjectPtr job_service;                     // owned, named as the job (serviceMode PerJob)
   std::vector<ObjectPtr> stray_pods;         // owned, outside the spec (scaled down)
   bool restarting = false;
+  absl::Mutex created_mu;
+  std::set<std::string> created_pods ABSL_GUARDED_BY(created_mu);
+  std::set<std::string> created_services ABSL_GUARDED_BY(created_mu);
   // Reported once the status that records them is written: a pass on a
   // stale cache that loses the write must not count a transition again.
   std::vector<std::function<void()>> on_written;
@@ -140,7 +164,11 @@ struct Reconciler::Pass {
     }
     for (const ObjectPtr& svc : d.services->ByIndex(kube::kIndexOwnerUid, uid)) {
       if (kube::ControllerUid(*svc) != uid) continue;
-      if (std::optional<ReplicaKey> k = index(svc)) services[*k] = svc;
+      if (std::optional<ReplicaKey> k = index(svc)) {
+        services[*k] = svc;
+      } else if (kube::Name(*svc) == name) {
+        job_service = svc;
+      }
     }
   }
 
@@ -219,6 +247,7 @@ struct Reconciler::Pass {
     if (!status.contains("completionTime")) status["completionTime"] = now_str;
   }
 
+  // `message`: the Succeeded condition's (job_phase.h).
   void Succeed(const std::string& message) {
     if (!IsConditionTrue(status, kCondSucceeded)) {
       OnWritten([this, message] {
@@ -234,12 +263,11 @@ struct Reconciler::Pass {
   // TTL after the job finished: delete the job (its pods and services go
   // with it through garbage collection) or come back when it is due.
   bool HandleTtl() {
-    if (!job.spec.run_policy.ttl_seconds_after_finished) return false;
     std::optional<int64_t> done_us = kube::ParseTimeMicros(status.value("completionTime", ""));
-    absl::Time done = done_us ? absl::FromUnixMicros(*done_us) : now;
-    absl::Time expiry = done + absl::Seconds(*job.spec.run_policy.ttl_seconds_after_finished);
-    if (now < expiry) {
-      Requeue(expiry - now);
+    const TimeLimit ttl =
+        TtlAfterFinished(job.spec.run_policy, done_us ? absl::FromUnixMicros(*done_us) : now, now);
+    if (!ttl.passed) {
+      if (ttl.wait) Requeue(*ttl.wait);
       return false;
     }
     kube::DeleteOptions options;
@@ -350,25 +378,32 @@ struct Reconciler::Pass {
   void CreateMissing() {
     const std::string svc_key = ServiceExpectationKey(key);
     const std::string pod_key = PodExpectationKey(key);
-    std::vector<std::function<absl::Status()>> ops;
-    if (d.expectations->Satisfied(svc_key)) {
+    std::vector<std::function<absl::Status()>> ops;      // Services
+    std::vector<std::function<absl::Status()>> pod_ops;  // Pods
+    auto create_service = [this, svc_key](const std::string& svc_name, kube::Json service) {
+      return [this, svc_key, svc_name, service = std::move(service)]() -> absl::Status {
+        absl::StatusOr<kube::Json> created = d.client->Create(kube::kServices, ns, service);
+        if (!created.ok()) {
+          d.expectations->CreationObserved(svc_key, svc_name);
+          return absl::IsAlreadyExists(created.status()) ? absl::OkStatus() : created.status();
+        }
+        Created(&created_services, svc_name);
+        return absl::OkStatus();
+      };
+    };
+    if (job.spec.service_mode == api::ServiceMode::kPerJob) {
+      if (job_service == nullptr && d.expectations->Satisfied(svc_key)) {
+        d.expectations->ExpectCreations(svc_key, {name});
+        ops.push_back(create_service(name, BuildJobService(job, job_json)));
+      }
+    } else if (d.expectations->Satisfied(svc_key)) {
       std::set<std::string> names;
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (services.count({type, i})) continue;
           std::string svc_name = api::ReplicaName(job, type, i);
           names.insert(svc_name);
-          ops.push_back([this, type, i, svc_name, svc_key]() -> absl::Status {
-            absl::StatusOr<kube::Json> created =
-                d.client->Create(kube::kServices, ns, BuildService(job, job_json, type, i));
-            if (!created.ok()) {
-              d.expectations->CreationObserved(svc_key, svc_name);
-              return absl::IsAlreadyExists(created.status()) ? absl::OkStatus() : created.status();
-            }
-            Event(kEventNormal, "SuccessfulCreateService",
-                  absl::StrCat("Created service: ", svc_name));
-            return absl::OkStatus();
-          });
+          ops.push_back(create_service(svc_name, BuildService(job, job_json, type, i)));
         }
       }
       d.expectations->ExpectCreations(svc_key, names);
@@ -381,7 +416,7 @@ struct Reconciler::Pass {
           if (Completed(type, i)) continue;  // a completed replica is never run again
           std::string pod_name = api::ReplicaName(job, type, i);
           names.insert(pod_name);
-          ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
+          pod_ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
             absl::StatusOr<kube::Json> created =
                 d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
             if (!created.ok()) {
@@ -393,7 +428,7 @@ struct Reconciler::Pass {
               return created.status();
             }
             d.metrics->PodCreated(ns);
-            Event(kEventNormal, "SuccessfulCreatePod", absl::StrCat("Created pod: ", pod_name));
+            Created(&created_pods, pod_name);
             return absl::OkStatus();
           });
         }
@@ -403,7 +438,33 @@ struct Reconciler::Pass {
         if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (replicas scaled down)"));
       }
     }
-    if (!ops.empty()) Note(RunInBatches(ops, d.max_parallel_creates));
+    // Services and pods are two slow-start sequences run side by side: a
+    // job's creates take the rounds of its pods (1, 2, 1 for four), not of
+    // its pods and Services one after the other (1, 2, 4, 1).
+    Note(RunSideBySide(ops, pod_ops, d.max_parallel_creates));
+    // One event per kind and pass, naming every object it created: a job's
+    // creates cost one event request, not one per object.
+    absl::MutexLock lock(&created_mu);
+    if (!created_services.empty()) {
+      Event(kEventNormal, "SuccessfulCreateService",
+            absl::StrCat(created_services.size() == 1 ? "Created service: " : "Created services: ",
+                         absl::StrJoin(created_services, ", ")));
+    }
+    if (!created_pods.empty()) {
+      Event(kEventNormal, "SuccessfulCreatePod",
+            absl::StrCat(created_pods.size() == 1 ? "Created pod: " : "Created pods: ",
+                         absl::StrJoin(created_pods, ", ")));
+    }
+  }
+
+  // Names created by this pass's parallel creates, for its events.
+  void Created(std::set<std::string>* names, const std::string& name) {
+    absl::MutexLock lock(&created_mu);
+    names->insert(name);
+  }
+  bool CreatedAny() {
+    absl::MutexLock lock(&created_mu);
+    return !created_pods.empty() || !created_services.empty();
   }
 
   // Indexes of `type` that have succeeded: recorded in status so a
@@ -464,11 +525,9 @@ struct Reconciler::Pass {
     }
   }
 
-  // Success policy and the Running condition.
+  // Success policy, Restarting and Running (job_phase.h decides).
   void DecidePhase() {
     std::vector<api::ReplicaState> states;
-    bool all_running = true;
-    bool any_running = false;
     for (const auto& [type, spec] : job.spec.replica_specs) {
       for (int i = 0; i < spec.Replicas(); ++i) {
         api::ReplicaState state;
@@ -476,40 +535,32 @@ struct Reconciler::Pass {
         state.index = i;
         state.name = api::ReplicaName(job, type, i);
         auto it = pods.find({type, i});
-        std::string phase = it == pods.end() ? "" : PodPhase(*it->second);
-        bool deleting = it != pods.end() && kube::IsBeingDeleted(*it->second);
-        if (phase == "Succeeded" || (it == pods.end() && Completed(type, i))) {
-          state.phase = api::ReplicaPhase::kSucceeded;
+        const bool has_pod = it != pods.end();
+        state.phase = ReplicaPhaseOf(has_pod ? PodPhase(*it->second) : "",
+                                     has_pod && kube::IsBeingDeleted(*it->second),
+                                     !has_pod && Completed(type, i));
+        if (state.phase == api::ReplicaPhase::kSucceeded) {
           state.last_exit = api::ReplicaExit::Code(0);
-        } else if (phase == "Running" && !deleting) {
-          state.phase = api::ReplicaPhase::kRunning;
-          any_running = true;
-        } else {
-          state.phase = api::ReplicaPhase::kPending;
-          all_running = false;
         }
         states.push_back(state);
       }
     }
-    api::JobOutcome outcome = api::DecideJobOutcome(
-        job.spec.success_policy, job.ReplicaCount(ReplicaType::kChief) > 0, states);
-    if (outcome.phase == api::JobPhase::kSucceeded) {
-      Succeed(absl::StrCat("TrainingJob ", name, " successfully completed.",
-                           outcome.message.empty() ? "" : absl::StrCat(" ", outcome.message)));
-      return;
-    }
-    if (outcome.phase == api::JobPhase::kFailed) {
-      Fail(outcome.reason.empty() ? "ReplicaFailed" : outcome.reason, outcome.message);
-      return;
-    }
-    if (restarting) {
-      SetCondition(status, kCondRestarting, true, "JobRestarting",
-                   absl::StrCat("TrainingJob ", name, " is restarting because ",
-                                "one or more replicas failed or restarted."),
-                   now_str);
-    } else if (all_running && any_running) {
-      SetCondition(status, kCondRunning, true, "JobRunning",
-                   absl::StrCat("TrainingJob ", name, " is running."), now_str);
+    const PhaseDecision decision = controller::DecidePhase(job, states, restarting);
+    switch (decision.kind) {
+      case PhaseDecision::Kind::kSucceeded:
+        Succeed(decision.message);
+        break;
+      case PhaseDecision::Kind::kFailed:
+        Fail(decision.reason, decision.message);
+        break;
+      case PhaseDecision::Kind::kRestarting:
+        SetCondition(status, kCondRestarting, true, decision.reason, decision.message, now_str);
+        break;
+      case PhaseDecision::Kind::kRunning:
+        SetCondition(status, kCondRunning, true, decision.reason, decision.message, now_str);
+        break;
+      case PhaseDecision::Kind::kNone:
+        break;
     }
   }
 
@@ -562,7 +613,7 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
   p.ns = kube::Namespace(p.job_json);
   p.name = kube::Name(p.job_json);
   p.uid = kube::Uid(p.job_json);
-  p.now = deps_.now();
+  p.now = absl::FromUnixMicros(deps_.clock->UnixMicros());
   p.now_str = kube::FormatTime(absl::ToUnixMicros(p.now));
   p.status = p.job_json.contains("status") && p.job_json["status"].is_object()
                  ? p.job_json["status"]
@@ -625,19 +676,14 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     if (!p.status.contains("startTime")) p.status["startTime"] = p.now_str;
     std::optional<int64_t> start_us = kube::ParseTimeMicros(p.status.value("startTime", ""));
     absl::Time start = start_us ? absl::FromUnixMicros(*start_us) : p.now;
-    bool past_deadline = false;
-    if (std::optional<int64_t> deadline = p.job.spec.run_policy.active_deadline_seconds) {
-      absl::Time end = start + absl::Seconds(*deadline);
-      if (p.now >= end) {
-        past_deadline = true;
-        p.Fail("DeadlineExceeded",
-               absl::StrCat("TrainingJob ", p.name, " has run past its activeDeadlineSeconds (",
-                            *deadline, " s)"));
-      } else {
-        p.Requeue(end - p.now);
-      }
+    const TimeLimit deadline = ActiveDeadline(p.job.spec.run_policy, start, p.now);
+    if (deadline.passed) {
+      p.Fail("DeadlineExceeded",
+             DeadlineExceededMessage(p.name, *p.job.spec.run_policy.active_deadline_seconds));
+    } else if (deadline.wait) {
+      p.Requeue(*deadline.wait);
     }
-    if (!past_deadline && p.ApplyFailurePolicy()) {
+    if (!deadline.passed && p.ApplyFailurePolicy()) {
       p.Note(p.EnsureSecret());
       p.Note(p.EnsurePodGroup());
       if (p.error.ok()) p.CreateMissing();
@@ -656,8 +702,17 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     }
   }
 
-  absl::Status written = p.WriteStatus();
-  p.Note(written);
+  // While this job's creates (or deletes) are in flight, or this pass has
+  // just created objects its counts (read from the cache before) cannot
+  // show, a status that only moves observed counts waits: the watch events
+  // of those objects bring the pass that writes it, once, instead of one
+  // write per pod as it appears.
+  const bool in_flight = p.CreatedAny() ||
+                         !deps_.expectations->Satisfied(PodExpectationKey(job_key)) ||
+                         !deps_.expectations->Satisfied(ServiceExpectationKey(job_key));
+  if (!(in_flight && p.error.ok() && StatusWriteCanWait(p.original_status, p.status))) {
+    p.Note(p.WriteStatus());
+  }
   if (!p.error.ok()) return p.error;
   return ReconcileResult{p.requeue};
 }

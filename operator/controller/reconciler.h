@@ -6,8 +6,9 @@
 // again (deadline, TTL) even if nothing else happens. It never trusts an event payload: everything
 // comes from the caches and the API.
 //
-// Pod status is read by pod_status.h (pure functions, tested alone); the
-// pass itself orchestrates.
+// Pod status is read by pod_status.h, failures decided by failure_policy.h,
+// phase, deadline, TTL and which status writes may wait by job_phase.h (pure
+// functions, tested alone); the pass itself orchestrates and acts.
 //
 // Pod failure policy, in one place (ApplyFailurePolicy):
 //   OnFailure/Always: the kubelet restarts containers in place; their
@@ -30,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kubetrain/clock.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/operator_metrics.h"
@@ -56,7 +58,8 @@ struct ReconcilerDeps {
   OperatorMetrics* metrics = nullptr;
   kube::Logger* logger = nullptr;
   BuildOptions build;
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Pass time (status timestamps, deadlines, TTLs); wall time of the clock.
+  const Clock* clock = nullptr;
   // Called with the TrainingJob the API returned after a status write
   // (write-through into the jobs cache); may be empty.
   std::function<void(const kube::Json&)> job_written;

@@ -1,5 +1,7 @@
 #include "operator/controller/replica_builder.h"
 
+#include <set>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "api/cluster_spec.h"
@@ -71,6 +73,11 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
                       ? pod_template["spec"]
                       : Json::object();
   pod_spec["restartPolicy"] = PodRestartPolicy(spec.Restart());
+  if (job.spec.service_mode == api::ServiceMode::kPerJob) {
+    // <name>.<job>.<ns>.svc resolves through the job's headless Service.
+    pod_spec["hostname"] = name;
+    pod_spec["subdomain"] = job.metadata.name;
+  }
 
   // The replica environment goes first in the first container (the one that
   // runs the replica), so the container's own values may use $(VAR).
@@ -134,6 +141,26 @@ Json BuildService(const api::TrainingJob& job, const Json& job_json, api::Replic
                                              {"port", spec.Port()},
                                              {"targetPort", spec.Port()},
                                              {"protocol", "TCP"}}})}};
+  return service;
+}
+
+Json BuildJobService(const api::TrainingJob& job, const Json& job_json) {
+  std::set<int> ports;
+  for (const auto& [type, spec] : job.spec.replica_specs) ports.insert(spec.Port());
+  Json port_list = Json::array();
+  for (int port : ports) {
+    Json p{{"port", port}, {"targetPort", port}, {"protocol", "TCP"}};
+    // Port names must be unique: the first is kubetrain-port, others by number.
+    p["name"] = port_list.empty() ? std::string(api::kPortName) : absl::StrCat("port-", port);
+    port_list.push_back(std::move(p));
+  }
+  Json service{{"apiVersion", "v1"}, {"kind", "Service"}};
+  service["metadata"] =
+      OwnedMetadata(job, job_json, job.metadata.name, {{api::kLabelJobName, job.metadata.name}});
+  service["spec"] = {{"clusterIP", "None"},
+                     {"selector", {{api::kLabelJobName, job.metadata.name}}},
+                     {"publishNotReadyAddresses", true},
+                     {"ports", port_list}};
   return service;
 }
 

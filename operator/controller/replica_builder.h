@@ -1,6 +1,8 @@
 // The objects the operator creates for a TrainingJob, built from its spec
 // (ARCHITECTURE.md "Contracts between operator and runtime"):
-//   - a Pod and a headless Service per replica, named <job>-<type>-<index>,
+//   - a Pod and a headless Service per replica, named <job>-<type>-<index>
+//     (serviceMode PerJob: one headless Service named <job>, and each pod
+//     gets hostname <job>-<type>-<index> and subdomain <job>),
 //     with the replica labels, a controller ownerReference to the job, the
 //     kubetrain-port, the named metrics port (api/ports.h: a PodMonitor
 //     selects it by name, so sidecars' ports are never scraped),
@@ -42,6 +44,9 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
               const BuildOptions& options);
 Json BuildService(const api::TrainingJob& job, const Json& job_json, api::ReplicaType type,
                   int index);
+// serviceMode PerJob: the job's one headless Service, named as the job,
+// selecting all its pods (job-name label), with every replica port.
+Json BuildJobService(const api::TrainingJob& job, const Json& job_json);
 // `token`: random, made by the caller.
 Json BuildTokenSecret(const api::TrainingJob& job, const Json& job_json, const std::string& token);
 Json BuildPodGroup(const api::TrainingJob& job, const Json& job_json);

@@ -59,7 +59,7 @@ struct TrainingJobController::Impl {
         clock(cl),
         logger(l),
         expectations(cl),
-        events(c, l) {}
+        events(c, cl, l) {}
 
   std::vector<kube::Informer*> Informers() {
     std::vector<kube::Informer*> out = {jobs.get(), pods.get(), services.get()};
@@ -171,7 +171,7 @@ absl::Status TrainingJobController::Start() {
         absl::StrCat("unknown gang scheduler \"", m.options.gang_scheduler, "\""));
   }
   m.queue = std::make_unique<kube::WorkQueue>(kube::NewDefaultControllerRateLimiter(m.clock),
-                                              m.options.queue_observer);
+                                              m.clock, m.options.queue_observer);
   kube::InformerOptions job_options;
   job_options.namespace_name = m.options.watch_namespace;
   job_options.resync_period = m.options.resync_period;
@@ -179,14 +179,17 @@ absl::Status TrainingJobController::Start() {
   kube::InformerOptions owned = job_options;
   owned.label_selector = api::kLabelJobName;  // exists: only kubetrain's objects
   owned.resync_period = absl::ZeroDuration();
-  m.jobs = std::make_unique<kube::Informer>(m.client, kube::kTrainingJobs, job_options, m.logger);
-  m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned, m.logger);
-  m.services = std::make_unique<kube::Informer>(m.client, kube::kServices, owned, m.logger);
+  m.jobs = std::make_unique<kube::Informer>(m.client, kube::kTrainingJobs, job_options, m.clock,
+                                            m.logger);
+  m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned, m.clock, m.logger);
+  m.services =
+      std::make_unique<kube::Informer>(m.client, kube::kServices, owned, m.clock, m.logger);
   // No Secret informer: list/watch on Secrets would let the operator read
   // every Secret it can see. The token Secret is only created (reconciler.cc,
   // EnsureSecret).
   if (m.options.gang_scheduler == "volcano") {
-    m.pod_groups = std::make_unique<kube::Informer>(m.client, kube::kPodGroups, owned, m.logger);
+    m.pod_groups =
+        std::make_unique<kube::Informer>(m.client, kube::kPodGroups, owned, m.clock, m.logger);
   }
 
   m.jobs->AddHandlers(kube::InformerHandlers{
@@ -206,6 +209,7 @@ absl::Status TrainingJobController::Start() {
   deps.events = &m.events;
   deps.metrics = m.metrics;
   deps.logger = m.logger;
+  deps.clock = &m.clock;
   deps.build.gang_scheduler = m.options.gang_scheduler;
   deps.job_written = [&m](const kube::Json& job) { m.jobs->ObserveWrite(job); };
   m.reconciler = std::make_unique<Reconciler>(std::move(deps));
@@ -277,6 +281,10 @@ void TrainingJobController::Stop() {
   }
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();
+  // The last passes' events are still queued: give them a moment to go out.
+  if (!m.events.Flush(absl::Seconds(2))) {
+    m.logger->Warning(kComponent, "stopped with events not yet posted");
+  }
   if (m.stats_thread.joinable()) m.stats_thread.join();
   for (kube::Informer* informer : m.Informers()) {
     if (informer != nullptr) informer->Stop();

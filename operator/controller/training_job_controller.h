@@ -23,8 +23,8 @@ namespace kubetrain::controller {
 
 struct ControllerOptions {
   std::string watch_namespace;  // "" = all namespaces
-  int workers = 4;
-  std::string gang_scheduler;  // "" or "volcano"
+  int workers = 16;             // chosen by measurement: docs/benchmarks.md
+  std::string gang_scheduler;   // "" or "volcano"
   absl::Duration resync_period = absl::Minutes(10);
   // How often status.progress is refreshed from the chief's metrics (0: off).
   absl::Duration progress_interval = absl::Seconds(30);

@@ -20,13 +20,14 @@ void StripServerBookkeeping(nlohmann::json& object) {
 }
 
 Informer::Informer(KubeClient& client, const ResourceType& type, InformerOptions options,
-                   Logger* logger)
+                   const Clock& clock, Logger* logger)
     : client_(client),
       type_(type),
       options_(std::move(options)),
       logger_(logger),
       name_(absl::StrCat("informer/", type.plural, options_.namespace_name.empty() ? "" : "@",
-                         options_.namespace_name)) {}
+                         options_.namespace_name)),
+      waiter_(clock, &mu_) {}
 
 Informer::~Informer() { Stop(); }
 
@@ -64,10 +65,9 @@ void Informer::Stop() {
 }
 
 bool Informer::WaitForSync(absl::Duration timeout) const {
-  absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return synced_.load() || stopping_; };
-  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return synced_.load() || stopping_; },
+                   timeout);
   return synced_.load();
 }
 
@@ -80,8 +80,7 @@ InformerStats Informer::Stats() const {
 
 bool Informer::SleepUnlessStopped(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
+  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
   return !stopping_;
 }
 
@@ -175,6 +174,7 @@ absl::Status Informer::ListAndReplace() {
     });
   }
   if (!synced_.exchange(true)) {
+    { absl::MutexLock wake(&mu_); }  // WaitForSync() looks again on release.
     logger_->Info(name_, absl::StrCat("synced ", cache_.Size(), " objects at resourceVersion ",
                                       list->resource_version));
   }

@@ -28,6 +28,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kubetrain/clock.h"
+#include "operator/kube/clock_waiter.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/object_cache.h"
@@ -77,8 +79,10 @@ struct InformerStats {
 
 class Informer {
  public:
-  // Borrows `client` and `logger`, which must outlive this.
-  Informer(KubeClient& client, const ResourceType& type, InformerOptions options, Logger* logger);
+  // Borrows `client`, `clock` (backoff, resync and WaitForSync time) and
+  // `logger`, which must outlive this.
+  Informer(KubeClient& client, const ResourceType& type, InformerOptions options,
+           const Clock& clock, Logger* logger);
   ~Informer();  // Stop()
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
@@ -91,7 +95,8 @@ class Informer {
   void Stop();
 
   bool HasSynced() const { return synced_.load(); }
-  // Blocks until the first list is in the cache; false on timeout or Stop.
+  // Blocks until the first list is in the cache; false on timeout (on the
+  // informer's clock) or Stop.
   bool WaitForSync(absl::Duration timeout) const;
 
   // Write-through: our own successful write, put in the cache at once so the
@@ -113,7 +118,7 @@ class Informer {
   // Watches until the stream ends or fails. OK on a clean end.
   absl::Status WatchOnce();
   void Apply(WatchEvent event);  // takes the object: no copy into the cache
-  // Sleeps up to `d`; false when Stop() was called.
+  // Sleeps up to `d` on the clock; false when Stop() was called.
   bool SleepUnlessStopped(absl::Duration d);
   void Dispatch(const std::function<void(const InformerHandlers&)>& call);
 
@@ -132,6 +137,7 @@ class Informer {
   WatchStream* open_watch_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string resource_version_ ABSL_GUARDED_BY(mu_);
   InformerStats stats_ ABSL_GUARDED_BY(mu_);
+  mutable ClockWaiter waiter_;  // on mu_
 
   absl::Mutex handlers_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<InformerHandlers> handlers_ ABSL_GUARDED_BY(handlers_mu_);

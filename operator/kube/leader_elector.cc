@@ -3,14 +3,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/object.h"
 
 namespace kubetrain::kube {
 namespace {
-
-std::string NowMicroTime() { return FormatMicroTime(absl::ToUnixMicros(absl::Now())); }
 
 int64_t Seconds(absl::Duration d) {
   return static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d)));
@@ -42,8 +39,10 @@ LeaderElector::LeaderElector(KubeClient& client, LeaderElectionConfig config,
       callbacks_(std::move(callbacks)),
       clock_(clock),
       logger_(logger),
-      log_name_(
-          absl::StrCat("leader-election/", config_.lease_namespace, "/", config_.lease_name)) {}
+      log_name_(absl::StrCat("leader-election/", config_.lease_namespace, "/", config_.lease_name)),
+      waiter_(clock_, &mu_) {}
+
+std::string LeaderElector::NowMicroTime() const { return FormatMicroTime(clock_.UnixMicros()); }
 
 std::string LeaderElector::LeaderIdentity() const {
   absl::MutexLock lock(&mu_);
@@ -57,8 +56,7 @@ void LeaderElector::Stop() {
 
 bool LeaderElector::WaitUnlessStopped(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
+  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
   return !stopping_;
 }
 

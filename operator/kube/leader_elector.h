@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kubetrain/clock.h"
+#include "operator/kube/clock_waiter.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 
@@ -77,6 +78,8 @@ class LeaderElector {
   void Release();
   bool WaitUnlessStopped(absl::Duration d);
   void ObserveHolder(const std::string& holder);
+  // The clock's wall time as a Kubernetes MicroTime.
+  std::string NowMicroTime() const;
 
   KubeClient& client_;
   const LeaderElectionConfig config_;
@@ -89,6 +92,7 @@ class LeaderElector {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string observed_holder_ ABSL_GUARDED_BY(mu_);
+  ClockWaiter waiter_;  // retry waits, on clock_ and mu_
   // What we last saw of the record and when (local clock), to judge expiry.
   std::string observed_record_;
   int64_t observed_at_nanos_ = 0;

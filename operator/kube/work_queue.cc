@@ -7,8 +7,9 @@
 
 namespace kubetrain::kube {
 
-WorkQueue::WorkQueue(std::unique_ptr<RateLimiter> limiter, WorkQueueObserver* observer)
-    : limiter_(std::move(limiter)), observer_(observer) {
+WorkQueue::WorkQueue(std::unique_ptr<RateLimiter> limiter, const Clock& clock,
+                     WorkQueueObserver* observer)
+    : limiter_(std::move(limiter)), observer_(observer), waiter_(clock, &mu_) {
   KT_CHECK(limiter_ != nullptr) << "WorkQueue needs a RateLimiter";
   timer_thread_ = std::thread([this] { TimerLoop(); });
 }
@@ -23,7 +24,7 @@ void WorkQueue::Add(const std::string& item) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return;
-    AddLocked(item, absl::Now(), &events);
+    AddLocked(item, Now(), &events);
   }
   Report(events);
 }
@@ -34,7 +35,7 @@ void WorkQueue::AddAfter(const std::string& item, absl::Duration delay) {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return;
     events.retry = true;
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     if (delay <= absl::ZeroDuration()) {
       AddLocked(item, now, &events);
     } else {
@@ -44,7 +45,7 @@ void WorkQueue::AddAfter(const std::string& item, absl::Duration delay) {
         it->second = when;
         const bool earliest = timers_.empty() || when < timers_.top().when;
         timers_.push(Timed{when, item});
-        if (earliest) timer_cv_.Signal();
+        if (earliest) waiter_.Wake();
       }
     }
   }
@@ -75,7 +76,7 @@ bool WorkQueue::GetWithTimeout(std::string* item, absl::Duration timeout, bool* 
   bool down = false;
   {
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(this, &WorkQueue::CanGet), timeout)) {
+    if (waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanGet(); }, timeout)) {
       got = TakeLocked(item, &events);
       down = !got;
     }
@@ -91,7 +92,7 @@ void WorkQueue::Done(const std::string& item) {
     absl::MutexLock lock(&mu_);
     auto it = processing_.find(item);
     if (it == processing_.end()) return;
-    events.work = absl::Now() - it->second;
+    events.work = Now() - it->second;
     events.has_work = true;
     processing_.erase(it);
     if (dirty_.contains(item)) {  // Re-added while processing.
@@ -107,7 +108,7 @@ void WorkQueue::ShutDown() {
   shutting_down_ = true;
   drain_ = false;
   DropDelayedLocked();
-  timer_cv_.Signal();
+  waiter_.Wake();
 }
 
 void WorkQueue::ShutDownWithDrain() {
@@ -115,7 +116,7 @@ void WorkQueue::ShutDownWithDrain() {
   if (!shutting_down_) drain_ = true;  // After ShutDown() there is nothing to drain.
   shutting_down_ = true;
   DropDelayedLocked();
-  timer_cv_.Signal();
+  waiter_.Wake();
   mu_.Await(absl::Condition(this, &WorkQueue::DrainDone));
 }
 
@@ -161,7 +162,7 @@ bool WorkQueue::TakeLocked(std::string* item, Events* events) {
   KT_CHECK(!queue_.empty());
   *item = std::move(queue_.front());
   queue_.pop_front();
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   auto it = dirty_.find(*item);
   KT_CHECK(it != dirty_.end()) << "queued item " << *item << " not dirty";
   events->latencies.push_back(now - it->second);
@@ -190,7 +191,7 @@ void WorkQueue::TimerLoop() {
   mu_.Lock();
   while (!shutting_down_) {
     Events events;
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     while (!timers_.empty() && timers_.top().when <= now) {
       Timed timer = timers_.top();
       timers_.pop();
@@ -207,9 +208,9 @@ void WorkQueue::TimerLoop() {
       continue;
     }
     if (timers_.empty()) {
-      timer_cv_.Wait(&mu_);
+      waiter_.Wait();
     } else {
-      timer_cv_.WaitWithDeadline(&mu_, timers_.top().when);
+      waiter_.WaitUntil(absl::ToUnixNanos(timers_.top().when));
     }
   }
   mu_.Unlock();

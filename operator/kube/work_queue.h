@@ -5,8 +5,9 @@
 //   - an item is handed to at most one worker at a time: adding an item that
 //     is being processed marks it, and it is queued again when its worker
 //     calls Done();
-//   - AddAfter() queues an item after a delay, measured in real time by the
-//     queue's own timer thread, so it fires with no other event; an item
+//   - AddAfter() queues an item after a delay, measured on the queue's
+//     kubetrain::Clock by its own timer thread, so it fires with no other
+//     event (with a FakeClock, when the test advances the clock); an item
 //     waiting twice keeps the earlier time;
 //   - AddRateLimited() delays by the RateLimiter's answer; Forget() resets it.
 //
@@ -38,6 +39,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kubetrain/clock.h"
+#include "operator/kube/clock_waiter.h"
 #include "operator/kube/rate_limiter.h"
 
 namespace kubetrain::kube {
@@ -65,9 +68,10 @@ class WorkQueueObserver {
 
 class WorkQueue {
  public:
-  // `limiter` must not be null. `observer`, when not null, must outlive the
-  // queue.
-  explicit WorkQueue(std::unique_ptr<RateLimiter> limiter, WorkQueueObserver* observer = nullptr);
+  // `limiter` must not be null. `clock` times delays, latencies and work, and
+  // must outlive the queue; so must `observer`, when not null.
+  WorkQueue(std::unique_ptr<RateLimiter> limiter, const Clock& clock,
+            WorkQueueObserver* observer = nullptr);
   // Shuts down (as ShutDown()) and joins the timer thread.
   ~WorkQueue();
 
@@ -91,8 +95,8 @@ class WorkQueue {
   // once after ShutDown(); after ShutDownWithDrain(), once nothing queued is
   // left to hand out.
   bool Get(std::string* item);
-  // Get() with a deadline: false on timeout or shutdown; `*shut_down`, when
-  // not null, says which.
+  // Get() with a deadline on the queue's clock: false on timeout or
+  // shutdown; `*shut_down`, when not null, says which.
   bool GetWithTimeout(std::string* item, absl::Duration timeout, bool* shut_down = nullptr);
   // Processing of `item` finished. Unknown items are ignored.
   void Done(const std::string& item);
@@ -140,6 +144,7 @@ class WorkQueue {
   bool TakeLocked(std::string* item, Events* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Report(const Events& events) ABSL_LOCKS_EXCLUDED(mu_);
   void TimerLoop();
+  absl::Time Now() const { return absl::FromUnixNanos(waiter_.NowNanos()); }
 
   const std::unique_ptr<RateLimiter> limiter_;
   WorkQueueObserver* const observer_;
@@ -155,7 +160,8 @@ class WorkQueue {
   // may also hold superseded (later) entries, skipped when popped.
   absl::flat_hash_map<std::string, absl::Time> waiting_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> timers_ ABSL_GUARDED_BY(mu_);
-  absl::CondVar timer_cv_;  // The earliest timer changed, or shutdown.
+  // Waits on the clock; woken when the earliest timer changes, or shutdown.
+  ClockWaiter waiter_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_ ABSL_GUARDED_BY(mu_) = false;
   int64_t depth_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -118,6 +118,25 @@ spec:
             R"("index":0},"environment":"cloud"})");
 }
 
+TEST(ClusterSpecTest, PerJobServiceModeAddressesPodsUnderTheJobsService) {
+  const TrainingJob job = Load(R"(
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: pj, namespace: ns2}
+spec:
+  serviceMode: PerJob
+  replicaSpecs:
+    Worker: {replicas: 2, template: {spec: {containers: [{name: t, image: i}]}}}
+    PS: {template: {spec: {containers: [{name: t, image: i}]}}}
+)");
+  // <hostname>.<subdomain>.<ns>.svc: the pod's hostname under the job's
+  // headless Service.
+  EXPECT_EQ(TfConfigJson(InClusterSpec(job, "tf.training.org"), ReplicaType::kWorker, 1),
+            R"({"cluster":{"ps":["pj-ps-0.pj.ns2.svc.tf.training.org:2222"],"worker":[")"
+            R"(pj-worker-0.pj.ns2.svc.tf.training.org:2222","pj-worker-1.pj.ns2.svc.)"
+            R"(tf.training.org:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"})");
+}
+
 TEST(ClusterSpecTest, ClusterForUsesTheAddressFunction) {
   const TrainingJob job = Load(kPsJob);
   const ClusterSpec cluster = ClusterFor(job, [](ReplicaType t, int i) {

@@ -58,6 +58,7 @@ spec:
     suspend: false
     schedulingPolicy: {minAvailable: 3, queue: q, priorityClass: p}
   successPolicy: AllWorkers
+  serviceMode: PerJob
 )yaml";
 
 TEST(TrainingJobTest, ParsesEveryField) {
@@ -114,6 +115,7 @@ TEST(TrainingJobTest, ParsesEveryField) {
   EXPECT_EQ(rp.scheduling_policy->queue, "q");
   EXPECT_EQ(rp.scheduling_policy->priority_class, "p");
   EXPECT_EQ(job->spec.success_policy, SuccessPolicy::kAllWorkers);
+  EXPECT_EQ(job->spec.service_mode, ServiceMode::kPerJob);
   EXPECT_TRUE(Validate(*job).ok()) << Validate(*job);
 }
 
@@ -124,6 +126,7 @@ TEST(TrainingJobTest, JsonRoundTrip) {
   const json j = ToJson(*job);
   EXPECT_EQ(j["spec"]["replicaSpecs"]["Worker"]["restartPolicy"], "ExitCode");
   EXPECT_EQ(j["spec"]["successPolicy"], "AllWorkers");
+  EXPECT_EQ(j["spec"]["serviceMode"], "PerJob");
   absl::StatusOr<TrainingJob> back = FromJson(j);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, *job);
@@ -300,9 +303,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "spec.runPolicy.suspend: must be true or false, got \"maybe\""},
         InvalidCase{"BadSuccessPolicy", Spec(kWorker, "  successPolicy: Chief\n"),
                     "spec.successPolicy: must be one of \"\", AllWorkers, got \"Chief\""},
+        InvalidCase{"BadServiceMode", Spec(kWorker, "  serviceMode: PerPod\n"),
+                    "spec.serviceMode: must be one of PerReplica, PerJob, got \"PerPod\""},
         InvalidCase{"UnknownSpecField", Spec(kWorker, "  replicaSpec: {}\n"),
                     "spec.replicaSpec: unknown field (known: replicaSpecs, runPolicy, "
-                    "successPolicy)"},
+                    "successPolicy, serviceMode)"},
         InvalidCase{"UnknownReplicaField", Spec(Replica("Worker", "replica: 2")),
                     "spec.replicaSpecs.Worker.replica: unknown field"},
         InvalidCase{"UppercaseName", Spec(kWorker), "metadata.name: \"FMnist\" is not a DNS-1035",
@@ -412,6 +417,10 @@ TEST(EnumNamesTest, RoundTrip) {
   EXPECT_EQ(ParseSuccessPolicy(""), SuccessPolicy::kDefault);
   EXPECT_EQ(ParseSuccessPolicy("AllWorkers"), SuccessPolicy::kAllWorkers);
   EXPECT_EQ(ParseCleanPodPolicy("Running"), CleanPodPolicy::kRunning);
+  for (ServiceMode m : {ServiceMode::kPerReplica, ServiceMode::kPerJob}) {
+    EXPECT_EQ(ParseServiceMode(ServiceModeName(m)), m);
+  }
+  EXPECT_EQ(ParseServiceMode(""), std::nullopt);  // absent is PerReplica; "" is not a mode
 }
 
 }  // namespace

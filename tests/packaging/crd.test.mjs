@@ -115,6 +115,10 @@ test('defaults and enums agree with api/training_job.h', () => {
   assert.equal(rp.cleanPodPolicy.default, 'Running')
   assert.match(h, /clean_pod_policy;\s*\/\/ default Running/)
   assert.deepEqual(schema.properties.spec.properties.successPolicy.enum, ['', 'AllWorkers'])
+  const modes = [...h.match(/enum class ServiceMode \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1])
+  assert.deepEqual(schema.properties.spec.properties.serviceMode.enum, modes)
+  assert.equal(schema.properties.spec.properties.serviceMode.default, 'PerReplica')
+  assert.match(h, /ServiceMode service_mode = ServiceMode::kPerReplica;/)
   const types = [...h.match(/enum class ReplicaType \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1])
   const keysRule = schema.properties.spec.properties.replicaSpecs['x-kubernetes-validations'][0].rule
   assert.deepEqual([...keysRule.matchAll(/'(\w+)'/g)].map((m) => m[1]), types)

@@ -125,8 +125,8 @@ test('default values: kinds, deployment, security, RBAC', () => {
   })
   assert.deepEqual(c.args, ['--leader-elect=true', '--leader-election-id=kubetrain-operator',
     '--leader-election-namespace=kubetrain-system', '--lease-duration=15s', '--renew-deadline=10s',
-    '--retry-period=2s', '--metrics-bind-address=:8080', '--health-probe-bind-address=:8081', '--workers=4',
-    '--gang-scheduler=', '--progress-interval=30s', '--log-format=json', '--log-level=info'])
+    '--retry-period=2s', '--metrics-bind-address=:8080', '--health-probe-bind-address=:8081', '--workers=16',
+    '--kube-api-qps=20', '--kube-api-burst=30', '--gang-scheduler=', '--progress-interval=30s', '--log-format=json', '--log-level=info'])
   assert.deepEqual(c.ports.map((p) => [p.name, p.containerPort]), [['metrics', 8080], ['health', 8081]])
   assert.deepEqual([c.livenessProbe.httpGet.path, c.livenessProbe.httpGet.port], ['/healthz', 'health'])
   assert.deepEqual([c.readinessProbe.httpGet.path, c.readinessProbe.httpGet.port], ['/readyz', 'health'])

@@ -171,6 +171,12 @@ TEST(OperatorAgreementTest, EnumsAndDefaultsAreTheOperators) {
   for (const std::string& name : Enum(SpecSchema()["properties"]["successPolicy"])) {
     EXPECT_TRUE(ParseSuccessPolicy(name).has_value()) << name;
   }
+  EXPECT_EQ(Enum(SpecSchema()["properties"]["serviceMode"]),
+            (std::set<std::string>{ServiceModeName(ServiceMode::kPerReplica),
+                                   ServiceModeName(ServiceMode::kPerJob)}));
+  for (const std::string& name : Enum(SpecSchema()["properties"]["serviceMode"])) {
+    EXPECT_TRUE(ParseServiceMode(name).has_value()) << name;
+  }
 
   // Defaults: what ApplyDefaults sets on a job that sets nothing.
   absl::StatusOr<TrainingJob> job =
@@ -186,6 +192,8 @@ TEST(OperatorAgreementTest, EnumsAndDefaultsAreTheOperators) {
             RestartPolicyName(*worker.restart_policy));
   EXPECT_EQ(RunPolicySchema()["properties"]["cleanPodPolicy"]["default"],
             CleanPodPolicyName(*job->spec.run_policy.clean_pod_policy));
+  EXPECT_EQ(SpecSchema()["properties"]["serviceMode"]["default"],
+            ServiceModeName(job->spec.service_mode));
 
   // Replica types: the keys the CRD's CEL rule allows.
   const std::string rule =

@@ -303,6 +303,38 @@ TEST_F(ControllerTest, ExternallyDeletedPodIsRecreatedNotCounted) {
   EXPECT_FALSE(IsFinished(Status("ext")));
 }
 
+TEST_F(ControllerTest, PerJobServiceModeMakesOneServiceAndPodHostnames) {
+  StartController();
+  CreateJob(MakeJob("pj", 1, 2, Json{{"spec", {{"serviceMode", "PerJob"}}}}));
+  ASSERT_TRUE(WaitForPods("pj", 3));
+  ASSERT_TRUE(WaitFor([&] { return Services("pj").count("pj") == 1; }));
+  // The status is written once every create of the pass has been observed:
+  // by then no per-replica Service can be on its way.
+  ASSERT_TRUE(WaitForCondition("pj", kCondCreated));
+  std::map<std::string, Json> services = Services("pj");
+  ASSERT_EQ(services.size(), 1u) << "one headless Service for the whole job";
+  const Json& svc = services["pj"];
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["selector"], (Json{{"kubetrain.io/job-name", "pj"}}));
+  EXPECT_EQ(svc["spec"]["publishNotReadyAddresses"], true);
+  EXPECT_EQ(svc["spec"]["ports"][0]["port"], 2222);
+  EXPECT_EQ(kube::ControllerUid(svc), kube::Uid(GetJob("pj")));
+
+  const std::string& n = ns();
+  const std::string cluster =
+      absl::StrCat(R"({"ps":["pj-ps-0.pj.)", n, R"(.svc:2222"],"worker":["pj-worker-0.pj.)", n,
+                   R"(.svc:2222","pj-worker-1.pj.)", n, R"(.svc:2222"]})");
+  for (const auto& [name, pod] : Pods("pj")) {
+    // <hostname>.<subdomain>.<ns>.svc is the address TF_CONFIG names.
+    EXPECT_EQ(pod["spec"]["hostname"], name);
+    EXPECT_EQ(pod["spec"]["subdomain"], "pj");
+    EXPECT_THAT(EnvValue(pod, "TF_CONFIG"), HasSubstr(absl::StrCat(R"({"cluster":)", cluster)))
+        << name;
+  }
+  EXPECT_EQ(EnvValue(Pods("pj")["pj-worker-1"], "KUBETRAIN_PS_HOSTS"),
+            absl::StrCat("pj-ps-0.pj.", n, ".svc:2222"));
+}
+
 TEST_F(ControllerTest, CompletedWorkerIsNeverRunAgain) {
   StartController();
   CreateJob(MakeJob("done", 1, 2, Json{{"spec", {{"successPolicy", "AllWorkers"}}}}));

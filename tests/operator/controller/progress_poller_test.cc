@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kubetrain/clock.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/object.h"
 #include "tests/support/kube_test_target.h"
@@ -230,8 +231,9 @@ class ProgressPollerTest : public ::testing::Test {
     options.namespace_name = target_->ns();
     options.min_backoff = absl::Milliseconds(20);
     options.max_backoff = absl::Milliseconds(200);
-    jobs_ = std::make_unique<kube::Informer>(client(), kube::kTrainingJobs, options, &quiet_);
-    pods_ = std::make_unique<kube::Informer>(client(), kube::kPods, options, &quiet_);
+    jobs_ =
+        std::make_unique<kube::Informer>(client(), kube::kTrainingJobs, options, clock_, &quiet_);
+    pods_ = std::make_unique<kube::Informer>(client(), kube::kPods, options, clock_, &quiet_);
     jobs_->Start();
     pods_->Start();
     ASSERT_TRUE(jobs_->WaitForSync(absl::Seconds(20)));
@@ -355,6 +357,7 @@ class ProgressPollerTest : public ::testing::Test {
   }
 
   std::unique_ptr<KubeTestTarget> target_;
+  RealClock clock_;
   kube::NullLogger quiet_;
   CapturingLogger log_;
   std::unique_ptr<kube::Informer> jobs_;

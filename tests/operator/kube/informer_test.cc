@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "kubetrain/clock.h"
 #include "operator/kube/object.h"
 #include "tests/operator/kube/fake_http_transport.h"
 #include "tests/support/kube_test_target.h"
@@ -84,11 +85,13 @@ class InformerTest : public ::testing::Test {
     ASSERT_TRUE(target.ok()) << target.status();
     target_ = *std::move(target);
   }
-  std::unique_ptr<Informer> Make(InformerOptions options = {}) {
+  // `clock`: the informer's (backoff, resync); a real one unless given.
+  std::unique_ptr<Informer> Make(InformerOptions options = {}, const Clock* clock = nullptr) {
     options.namespace_name = target_->ns();
     options.min_backoff = absl::Milliseconds(20);
     options.max_backoff = absl::Milliseconds(200);
-    return std::make_unique<Informer>(target_->client(), kPods, options, &logger_);
+    return std::make_unique<Informer>(target_->client(), kPods, options,
+                                      clock != nullptr ? *clock : real_clock_, &logger_);
   }
   bool Converged(const Informer& informer) {
     return WaitFor(
@@ -96,6 +99,7 @@ class InformerTest : public ::testing::Test {
   }
   KubeClient& client() { return target_->client(); }
   std::unique_ptr<KubeTestTarget> target_;
+  RealClock real_clock_;
   StreamLogger logger_{std::cerr, StreamLogger::Format::kText, LogLevel::kWarning};
 };
 
@@ -218,11 +222,12 @@ TEST_F(InformerTest, TransformAppliesToListedAndWatchedObjects) {
   }
 }
 
-TEST_F(InformerTest, ResyncRedeliversEverything) {
+TEST_F(InformerTest, ResyncRedeliversEverythingEachPeriodOfItsClock) {
   ASSERT_TRUE(client().Create(kPods, target_->ns(), Pod("a")).ok());
   InformerOptions options;
-  options.resync_period = absl::Milliseconds(100);
-  auto informer = Make(options);
+  options.resync_period = absl::Hours(1);
+  FakeClock clock;
+  auto informer = Make(options, &clock);
   std::atomic<int> resyncs{0};
   informer->AddHandlers({nullptr,
                          [&](const ObjectPtr& old_obj, const ObjectPtr& new_obj) {
@@ -230,7 +235,13 @@ TEST_F(InformerTest, ResyncRedeliversEverything) {
                          },
                          nullptr});
   informer->Start();
-  EXPECT_TRUE(WaitFor([&] { return resyncs.load() >= 3; }));
+  ASSERT_TRUE(WaitFor([&] { return informer->HasSynced(); }));
+  // Each hour on the informer's clock redelivers the one pod, once.
+  for (int hour = 1; hour <= 3; ++hour) {
+    clock.Advance(absl::ToInt64Nanoseconds(absl::Hours(1)));
+    ASSERT_TRUE(WaitFor([&] { return resyncs.load() >= hour; })) << "hour " << hour;
+  }
+  EXPECT_EQ(resyncs.load(), 3);
 }
 
 TEST_F(InformerTest, StopReturnsPromptlyWithAnOpenWatch) {
@@ -275,7 +286,8 @@ TEST(InformerFakeTest, MalformedLinesAreReportedAndTheWatchResumes) {
   options.min_backoff = absl::Milliseconds(1);
   options.max_backoff = absl::Milliseconds(5);
   options.watch_timeout_seconds = 60;
-  Informer informer(client, kPods, options, &logger);
+  RealClock clock;
+  Informer informer(client, kPods, options, clock, &logger);
   informer.Start();
   ASSERT_TRUE(WaitFor([&] { return informer.cache().Size() == 2; }));
   informer.Stop();

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "kubetrain/clock.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {
@@ -32,6 +34,10 @@ template <typename T>
 bool Ready(const std::future<T>& future, absl::Duration timeout = kDeadline) {
   return future.wait_for(absl::ToChronoMilliseconds(timeout)) == std::future_status::ready;
 }
+
+// For tests about ordering and concurrency; tests about time use a FakeClock
+// and advance it, so nothing sleeps and nothing depends on the load.
+const RealClock real_clock;
 
 std::unique_ptr<RateLimiter> FastLimiter() {
   return NewItemExponentialRateLimiter(absl::Milliseconds(1), absl::Milliseconds(10));
@@ -61,7 +67,7 @@ class RecordingLimiter final : public RateLimiter {
 };
 
 TEST(WorkQueueTest, AddIsDeduplicatedWhileQueued) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   queue.Add("a");
   queue.Add("a");
@@ -78,7 +84,7 @@ TEST(WorkQueueTest, AddIsDeduplicatedWhileQueued) {
 }
 
 TEST(WorkQueueTest, GetKeepsAddOrder) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   for (const char* name : {"c", "a", "b", "a"}) queue.Add(name);
   std::string item;
   for (const char* want : {"c", "a", "b"}) {
@@ -88,7 +94,7 @@ TEST(WorkQueueTest, GetKeepsAddOrder) {
 }
 
 TEST(WorkQueueTest, ReAddWhileProcessingIsDeliveredOnceAfterDone) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   std::string item;
   ASSERT_TRUE(queue.Get(&item));
@@ -109,7 +115,7 @@ TEST(WorkQueueTest, ReAddWhileProcessingIsDeliveredOnceAfterDone) {
 }
 
 TEST(WorkQueueTest, DoneOfUnknownItemIsHarmless) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Done("never-added");
   queue.Add("a");
   queue.Done("a");  // Queued, not handed out: stays queued.
@@ -123,28 +129,43 @@ TEST(WorkQueueTest, DoneOfUnknownItemIsHarmless) {
   EXPECT_EQ(queue.Len(), 1);
 }
 
-TEST(WorkQueueTest, GetWithTimeoutTimesOut) {
-  WorkQueue queue(FastLimiter());
+TEST(WorkQueueTest, GetWithTimeoutTimesOutOnTheQueuesClock) {
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock);
+  // Another thread moves the clock 1 ms at a time until the Get returns.
+  std::atomic<bool> returned{false};
+  std::thread ticker([&] {
+    while (!returned.load()) {
+      clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(1)));
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
   std::string item = "untouched";
   bool shut_down = true;
-  const absl::Time start = absl::Now();
-  EXPECT_FALSE(queue.GetWithTimeout(&item, absl::Milliseconds(50), &shut_down));
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  const int64_t start = clock.NowNanos();
+  const bool got = queue.GetWithTimeout(&item, absl::Milliseconds(50), &shut_down);
+  const int64_t waited = clock.NowNanos() - start;
+  returned = true;
+  ticker.join();
+  EXPECT_FALSE(got);
   EXPECT_FALSE(shut_down);
   EXPECT_EQ(item, "untouched");
+  EXPECT_GE(waited, absl::ToInt64Nanoseconds(absl::Milliseconds(50)));  // on the queue's clock
 }
 
 TEST(WorkQueueTest, AddAfterFiresAfterTheDelayWithNoOtherEvent) {
-  WorkQueue queue(FastLimiter());
-  const absl::Duration delay = absl::Milliseconds(200);
-  const absl::Time start = absl::Now();
-  queue.AddAfter("a", delay);
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock);
+  queue.AddAfter("a", absl::Milliseconds(200));
   EXPECT_EQ(queue.Delayed(), 1);
 
+  // Not before its time: at 199 ms the timer cannot have moved it.
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(199)));
+  EXPECT_EQ(queue.Len(), 0);
+  EXPECT_EQ(queue.Delayed(), 1);
   // Nobody calls Get or Add: the timer alone must move it into the queue.
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(1)));
   ASSERT_TRUE(WaitFor([&] { return queue.Len() == 1; }));
-  const absl::Time fired = absl::Now();
-  EXPECT_GE(fired - start, delay);  // Not before its time.
   EXPECT_EQ(queue.Delayed(), 0);
   std::string item;
   ASSERT_TRUE(queue.Get(&item));
@@ -152,22 +173,21 @@ TEST(WorkQueueTest, AddAfterFiresAfterTheDelayWithNoOtherEvent) {
 }
 
 TEST(WorkQueueTest, AddAfterWakesABlockedGet) {
-  WorkQueue queue(FastLimiter());
-  const absl::Duration delay = absl::Milliseconds(100);
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock);
   auto got = std::async(std::launch::async, [&] {
     std::string item;
     bool ok = queue.Get(&item);
     return std::make_pair(ok, item);
   });
-  const absl::Time start = absl::Now();
-  queue.AddAfter("a", delay);
+  queue.AddAfter("a", absl::Milliseconds(100));
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(100)));
   ASSERT_TRUE(Ready(got));
-  EXPECT_GE(absl::Now() - start, delay);
   EXPECT_EQ(got.get(), std::make_pair(true, std::string("a")));
 }
 
 TEST(WorkQueueTest, AddAfterNonPositiveDelayAddsAtOnce) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.AddAfter("a", absl::ZeroDuration());
   queue.AddAfter("b", -absl::Seconds(1));
   EXPECT_EQ(queue.Len(), 2);
@@ -175,8 +195,8 @@ TEST(WorkQueueTest, AddAfterNonPositiveDelayAddsAtOnce) {
 }
 
 TEST(WorkQueueTest, RepeatedAddAfterKeepsTheEarliestTime) {
-  WorkQueue queue(FastLimiter());
-  const absl::Time start = absl::Now();
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock);
   queue.AddAfter("late-then-early", absl::Hours(1));
   queue.AddAfter("late-then-early", absl::Milliseconds(500));
   queue.AddAfter("early-then-late", absl::Milliseconds(750));
@@ -184,30 +204,37 @@ TEST(WorkQueueTest, RepeatedAddAfterKeepsTheEarliestTime) {
   EXPECT_EQ(queue.Delayed(), 2);
 
   std::string item;
-  ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(500)));
+  ASSERT_TRUE(WaitFor([&] { return queue.Len() == 1; }));
+  ASSERT_TRUE(queue.Get(&item));
   EXPECT_EQ(item, "late-then-early");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(500));
-  ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
+  EXPECT_EQ(queue.Delayed(), 1);
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(250)));
+  ASSERT_TRUE(WaitFor([&] { return queue.Len() == 1; }));
+  ASSERT_TRUE(queue.Get(&item));
   EXPECT_EQ(item, "early-then-late");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(750));
   // Neither is still waiting for the hour.
   EXPECT_EQ(queue.Delayed(), 0);
 }
 
 TEST(WorkQueueTest, DelayedItemsComeOutInTimeOrder) {
-  WorkQueue queue(FastLimiter());
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock);
   queue.AddAfter("third", absl::Milliseconds(300));
   queue.AddAfter("first", absl::Milliseconds(50));
   queue.AddAfter("second", absl::Milliseconds(150));
   std::string item;
   for (const char* want : {"first", "second", "third"}) {
-    ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
+    clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(100)));
+    ASSERT_TRUE(WaitFor([&] { return queue.Len() == 1; })) << want;
+    ASSERT_TRUE(queue.Get(&item));
     EXPECT_EQ(item, want);
+    queue.Done(item);
   }
 }
 
 TEST(WorkQueueTest, AddAfterOfAQueuedItemDoesNotDuplicateIt) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   queue.AddAfter("a", absl::Milliseconds(10));
   ASSERT_TRUE(WaitFor([&] { return queue.Delayed() == 0; }));
@@ -215,18 +242,24 @@ TEST(WorkQueueTest, AddAfterOfAQueuedItemDoesNotDuplicateIt) {
 }
 
 TEST(WorkQueueTest, AddRateLimitedBacksOffExponentiallyAndForgetResets) {
+  FakeClock clock;
   auto recording = std::make_unique<RecordingLimiter>(
       NewItemExponentialRateLimiter(absl::Milliseconds(20), absl::Seconds(10)));
   RecordingLimiter* limiter = recording.get();
-  WorkQueue queue(std::move(recording));
+  WorkQueue queue(std::move(recording), clock);
 
+  // Waits out `delay` on the fake clock: not there 1 ns before, there at it.
+  auto comes_after = [&](absl::Duration delay) {
+    clock.Advance(absl::ToInt64Nanoseconds(delay) - 1);
+    if (queue.Len() != 0) return false;
+    clock.Advance(1);
+    return WaitFor([&] { return queue.Len() == 1; });
+  };
   std::string item;
   for (int failure = 0; failure < 4; ++failure) {
-    const absl::Duration want = absl::Milliseconds(20) * (1 << failure);
-    const absl::Time start = absl::Now();
     queue.AddRateLimited("a");
-    ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline)) << "failure " << failure;
-    EXPECT_GE(absl::Now() - start, want) << "failure " << failure;
+    ASSERT_TRUE(comes_after(absl::Milliseconds(20) * (1 << failure))) << "failure " << failure;
+    ASSERT_TRUE(queue.Get(&item));
     queue.Done("a");
   }
   EXPECT_EQ(queue.NumRequeues("a"), 4);
@@ -236,10 +269,8 @@ TEST(WorkQueueTest, AddRateLimitedBacksOffExponentiallyAndForgetResets) {
 
   queue.Forget("a");
   EXPECT_EQ(queue.NumRequeues("a"), 0);
-  const absl::Time start = absl::Now();
   queue.AddRateLimited("a");
-  ASSERT_TRUE(queue.GetWithTimeout(&item, kDeadline));
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(20));
+  ASSERT_TRUE(comes_after(absl::Milliseconds(20)));
   EXPECT_EQ(limiter->delays().back(), absl::Milliseconds(20));
 }
 
@@ -247,7 +278,7 @@ TEST(WorkQueueTest, ConcurrentWorkersNeverHoldTheSameItem) {
   constexpr int kItems = 8;
   constexpr int kWorkers = 4;
   constexpr int kAddsPerAdder = 3000;
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   std::array<std::atomic<int>, kItems> in_flight{};
   std::atomic<int> overlaps{0};
   std::atomic<int> processed{0};
@@ -284,7 +315,7 @@ TEST(WorkQueueTest, ConcurrentWorkersNeverHoldTheSameItem) {
 }
 
 TEST(WorkQueueTest, ShutDownWakesBlockedGets) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   std::vector<std::future<bool>> getters;
   for (int i = 0; i < 3; ++i) {
     getters.push_back(std::async(std::launch::async, [&] {
@@ -309,7 +340,7 @@ TEST(WorkQueueTest, ShutDownWakesBlockedGets) {
 }
 
 TEST(WorkQueueTest, AfterShutDownGetFailsAtOnceAndAddsAreIgnored) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("queued");
   queue.AddAfter("delayed", absl::Hours(1));
   queue.ShutDown();
@@ -331,7 +362,7 @@ TEST(WorkQueueTest, AfterShutDownGetFailsAtOnceAndAddsAreIgnored) {
 }
 
 TEST(WorkQueueTest, ShutDownWithDrainHandsOutQueuedItemsAndWaitsForDone) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   queue.Add("b");
   queue.AddAfter("delayed", absl::Hours(1));
@@ -362,7 +393,7 @@ TEST(WorkQueueTest, ShutDownWithDrainHandsOutQueuedItemsAndWaitsForDone) {
 }
 
 TEST(WorkQueueTest, ShutDownWithDrainProcessesItemsReAddedBeforeIt) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   std::string item;
   ASSERT_TRUE(queue.Get(&item));
@@ -379,14 +410,14 @@ TEST(WorkQueueTest, ShutDownWithDrainProcessesItemsReAddedBeforeIt) {
 }
 
 TEST(WorkQueueTest, ShutDownWithDrainOfAnIdleQueueReturns) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.ShutDownWithDrain();
   std::string item;
   EXPECT_FALSE(queue.Get(&item));
 }
 
 TEST(WorkQueueTest, ShutDownEndsADrain) {
-  WorkQueue queue(FastLimiter());
+  WorkQueue queue(FastLimiter(), real_clock);
   queue.Add("a");
   std::string item;
   ASSERT_TRUE(queue.Get(&item));
@@ -398,7 +429,7 @@ TEST(WorkQueueTest, ShutDownEndsADrain) {
 }
 
 TEST(WorkQueueTest, DestructorWithPendingDelayedItemsReturns) {
-  auto queue = std::make_unique<WorkQueue>(FastLimiter());
+  auto queue = std::make_unique<WorkQueue>(FastLimiter(), real_clock);
   queue->AddAfter("a", absl::Hours(1));
   queue->Add("b");
   const absl::Time start = absl::Now();
@@ -448,31 +479,29 @@ class CountingObserver final : public WorkQueueObserver {
 
 TEST(WorkQueueTest, ObserverSeesDepthAddsRetriesLatencyAndWork) {
   CountingObserver observer;
-  WorkQueue queue(FastLimiter(), &observer);
+  FakeClock clock;
+  WorkQueue queue(FastLimiter(), clock, &observer);
 
-  const absl::Time before_add = absl::Now();
   queue.Add("a");
   queue.Add("a");  // De-duplicated: not an add.
   queue.Add("b");
   EXPECT_EQ(observer.adds(), 2);
   EXPECT_EQ(observer.depth(), 2);
 
-  absl::SleepFor(absl::Milliseconds(20));  // So "a" has measurably waited.
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(20)));  // "a" waits 20 ms
   std::string item;
   ASSERT_TRUE(queue.Get(&item));
   EXPECT_EQ(observer.depth(), 1);
-  ASSERT_EQ(observer.latencies().size(), 1u);
-  EXPECT_GE(observer.latencies()[0], absl::Milliseconds(20));
-  EXPECT_LE(observer.latencies()[0], absl::Now() - before_add);
+  EXPECT_EQ(observer.latencies(), std::vector<absl::Duration>{absl::Milliseconds(20)});
 
-  absl::SleepFor(absl::Milliseconds(10));  // So the work has measurably taken time.
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(10)));  // the work takes 10 ms
   queue.Done(item);
-  ASSERT_EQ(observer.work().size(), 1u);
-  EXPECT_GE(observer.work()[0], absl::Milliseconds(10));
+  EXPECT_EQ(observer.work(), std::vector<absl::Duration>{absl::Milliseconds(10)});
 
   queue.AddRateLimited("c");
   queue.AddAfter("d", absl::Milliseconds(1));
   EXPECT_EQ(observer.retries(), 2);
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Milliseconds(1)));
   ASSERT_TRUE(WaitFor([&] { return observer.depth() == 3; }));  // b, c, d.
   EXPECT_EQ(observer.adds(), 4);
   EXPECT_EQ(queue.Len(), 3);
@@ -484,7 +513,7 @@ TEST(WorkQueueTest, StressManyAddersAndWorkers) {
   constexpr int kWorkers = 4;
   constexpr int kOpsPerAdder = 4000;
   CountingObserver observer;
-  WorkQueue queue(FastLimiter(), &observer);
+  WorkQueue queue(FastLimiter(), real_clock, &observer);
   std::array<std::atomic<int>, kItems> in_flight{};
   std::atomic<int> overlaps{0};
   std::atomic<int> processed{0};

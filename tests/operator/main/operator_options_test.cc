@@ -53,7 +53,9 @@ TEST(OperatorOptionsTest, Defaults) {
   EXPECT_EQ(o.metrics_bind_address.port, 8080);
   EXPECT_TRUE(o.health_probe_bind_address.enabled);
   EXPECT_EQ(o.health_probe_bind_address.port, 8081);
-  EXPECT_EQ(o.workers, 4);
+  EXPECT_EQ(o.workers, 16);
+  EXPECT_EQ(o.throttle.qps, 20);  // controller-runtime's defaults
+  EXPECT_EQ(o.throttle.burst, 30);
   EXPECT_EQ(o.gang_scheduler, "");
   EXPECT_EQ(o.progress_interval, absl::Seconds(30));
   EXPECT_EQ(o.log_format, kube::StreamLogger::Format::kText);
@@ -82,6 +84,10 @@ TEST(OperatorOptionsTest, EveryFlag) {
                                      ":0",
                                      "--workers",
                                      "8",
+                                     "--kube-api-qps",
+                                     "2.5",
+                                     "--kube-api-burst",
+                                     "5",
                                      "--gang-scheduler",
                                      "volcano",
                                      "--progress-interval",
@@ -105,6 +111,8 @@ TEST(OperatorOptionsTest, EveryFlag) {
   EXPECT_EQ(o.health_probe_bind_address.port, 0);
   EXPECT_EQ(o.health_probe_bind_address.CivetwebPorts(), "0");
   EXPECT_EQ(o.workers, 8);
+  EXPECT_EQ(o.throttle.qps, 2.5);
+  EXPECT_EQ(o.throttle.burst, 5);
   EXPECT_EQ(o.gang_scheduler, "volcano");
   EXPECT_EQ(o.progress_interval, absl::ZeroDuration());
   EXPECT_EQ(o.log_format, kube::StreamLogger::Format::kJson);
@@ -114,12 +122,13 @@ TEST(OperatorOptionsTest, EveryFlag) {
 // Exactly the arguments charts/kubetrain/templates/deployment.yaml renders
 // with the chart's default values (and deploy/base/deployment.yaml).
 TEST(OperatorOptionsTest, ChartArguments) {
-  const OperatorOptions o = ParseOk(
-      {"--leader-elect=true", "--leader-election-id=kubetrain-operator",
-       "--leader-election-namespace=kubetrain-system", "--lease-duration=15s",
-       "--renew-deadline=10s", "--retry-period=2s", "--metrics-bind-address=:8080",
-       "--health-probe-bind-address=:8081", "--workers=4",
-       "--gang-scheduler=", "--progress-interval=30s", "--log-format=json", "--log-level=info"});
+  const OperatorOptions o =
+      ParseOk({"--leader-elect=true", "--leader-election-id=kubetrain-operator",
+               "--leader-election-namespace=kubetrain-system", "--lease-duration=15s",
+               "--renew-deadline=10s", "--retry-period=2s", "--metrics-bind-address=:8080",
+               "--health-probe-bind-address=:8081", "--workers=16", "--kube-api-qps=20",
+               "--kube-api-burst=30", "--gang-scheduler=", "--progress-interval=30s",
+               "--log-format=json", "--log-level=info"});
   EXPECT_TRUE(o.leader_elect);
   EXPECT_EQ(o.leader_election_namespace, "kubetrain-system");
   EXPECT_EQ(o.gang_scheduler, "");
@@ -138,7 +147,7 @@ TEST(OperatorOptionsTest, LeaderElectForms) {
 
 TEST(OperatorOptionsTest, LastValueWins) {
   // The chart's extraArgs come after the rendered flags and override them.
-  EXPECT_EQ(ParseOk({"--workers=4", "--workers=16"}).workers, 16);
+  EXPECT_EQ(ParseOk({"--workers=16", "--workers=4"}).workers, 4);
   EXPECT_EQ(ParseOk({"--gang-scheduler=volcano", "--gang-scheduler="}).gang_scheduler, "");
   EXPECT_FALSE(ParseOk({"--leader-elect=true", "--leader-elect=false"}).leader_elect);
 }
@@ -180,7 +189,9 @@ TEST(OperatorOptionsTest, HelpListsEveryFlagWithItsDefault) {
       {"--retry-period", "=2s"},
       {"--metrics-bind-address", "=:8080"},
       {"--health-probe-bind-address", "=:8081"},
-      {"--workers", "=4"},
+      {"--workers", "=16"},
+      {"--kube-api-qps", "=20"},
+      {"--kube-api-burst", "=30"},
       {"--gang-scheduler", "the default"},
       {"--progress-interval", "=30s"},
       {"--log-format", "=text"},
@@ -213,6 +224,10 @@ TEST(OperatorOptionsTest, BadValues) {
       {{"--workers", "0"}, "--workers: must be at least 1, got 0"},
       {{"--workers=-2"}, "--workers: must be at least 1, got -2"},
       {{"--workers", "many"}, "--workers: 'many' is not a whole number"},
+      {{"--kube-api-qps", "fast"}, "--kube-api-qps: 'fast' is not a number"},
+      {{"--kube-api-qps=-1"}, "--kube-api-qps: must be a number >= 0 (0: no limit), got -1"},
+      {{"--kube-api-burst", "0"}, "--kube-api-burst: must be at least 1, got 0"},
+      {{"--kube-api-burst", "lots"}, "--kube-api-burst: 'lots' is not a whole number"},
       {{"--gang-scheduler", "kube-batch"},
        "--gang-scheduler: unknown gang scheduler 'kube-batch' (supported: \"\" for none, "
        "volcano)"},
