@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "kubetrain/clock.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
@@ -363,6 +364,7 @@ std::vector<int> ParseList(const std::string& text) {
 
 int Main(int argc, char** argv) {
   std::vector<int> sizes = {1, 4, 16, 64}, shards = {1, 2}, workers = {1, 2, 3, 4};
+  std::vector<std::string> modes = {"async"};
   bool sync_rows = true;
   Settings set;
   for (int i = 1; i < argc; ++i) {
@@ -375,6 +377,16 @@ int Main(int argc, char** argv) {
       sizes = {64};
       workers = {1, 2};
     } else if (a == "--no-sync") {
+      sync_rows = false;
+    } else if (key == "--modes") {
+      // Every size/shard/worker cell in each mode, instead of async plus the
+      // two sync rows.
+      modes.clear();
+      for (const std::string& m : std::vector<std::string>(absl::StrSplit(value, ','))) {
+        ok = ok && ExchangeMode::Parse(m).ok();
+        modes.push_back(m);
+      }
+      ok = ok && !modes.empty();
       sync_rows = false;
     } else if (key == "--seconds") {
       set.target = std::atof(value.c_str());
@@ -394,9 +406,11 @@ int Main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--sizes=1,4,16,64] [--shards=1,2] [--workers=1,2,3,4]\n"
-                   "          [--no-sync] [--seconds=S] [--tcp-buffer=BYTES]\n"
+                   "          [--modes=async,sync] [--no-sync] [--seconds=S] [--tcp-buffer=BYTES]\n"
                    "  --quick      64 MB only, 1 and 2 shards, 1 and 2 workers\n"
                    "  --no-sync    leave out the sync rows (64 MB, 2 workers)\n"
+                   "  --modes=M,.. every cell in each of these modes (async, sync, ssp:N);\n"
+                   "               replaces the two sync rows\n"
                    "  --seconds=S  target wall time of each timed PS and TCP phase (default 0.8)\n"
                    "  --tcp-buffer=BYTES  SO_SNDBUF/SO_RCVBUF of the TCP peer (default 0:\n"
                    "               the kernel's autotuning)\n",
@@ -408,12 +422,14 @@ int Main(int argc, char** argv) {
               std::thread::hardware_concurrency());
   std::printf("size_MB  shards  workers  mode   steps   ps_GBps  tcp_GBps  ratio\n");
   double headline = -1;
-  for (int mb : sizes) {
-    for (int s : shards) {
-      for (int w : workers) {
-        const Row r = Measure(mb, s, w, "async", set);
-        PrintRow(r);
-        if (mb == 64 && s == 1 && w == 1) headline = r.ps_gbps / r.tcp_gbps;
+  for (const std::string& mode : modes) {
+    for (int mb : sizes) {
+      for (int s : shards) {
+        for (int w : workers) {
+          const Row r = Measure(mb, s, w, mode, set);
+          PrintRow(r);
+          if (mb == 64 && s == 1 && w == 1 && mode == "async") headline = r.ps_gbps / r.tcp_gbps;
+        }
       }
     }
   }
