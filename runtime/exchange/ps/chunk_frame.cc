@@ -3,7 +3,9 @@
 #include <grpc/slice.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "absl/status/status.h"
@@ -120,13 +122,12 @@ struct ChunkLayout {
   }
 };
 
-// One new slice of `size` bytes, filled by `fill` (which returns the end).
+// One slice of `size` bytes, filled by `fill`, from `pool` when there is
+// one.
 template <typename Fill>
-grpc::ByteBuffer OneSlice(size_t size, Fill fill) {
-  grpc_slice s = grpc_slice_malloc(size);
-  uint8_t* end = fill(GRPC_SLICE_START_PTR(s));
-  (void)end;
-  grpc::Slice slice(s, grpc::Slice::STEAL_REF);
+grpc::ByteBuffer OneSlice(size_t size, FramePool* pool, Fill fill) {
+  FramePool local(0);
+  grpc::Slice slice = (pool != nullptr ? pool : &local)->Make(size, fill);
   return grpc::ByteBuffer(&slice, 1);
 }
 
@@ -214,15 +215,87 @@ bool SkipField(Cursor& c, uint32_t wire_type) {
   }
 }
 
+// Pooled buffers: a header, then the data (64-byte aligned).
+constexpr size_t kPooledBytes = static_cast<size_t>(kChunkElements) * 4 + 256;
+constexpr size_t kHeaderBytes = 64;
+
+struct BufferHeader {
+  std::shared_ptr<FramePool::State> state;  // set while lent out
+};
+static_assert(sizeof(BufferHeader) <= kHeaderBytes);
+
 }  // namespace
 
+struct FramePool::State {
+  explicit State(size_t max) : max_free(max) {}
+  ~State() {
+    for (void* b : free) std::free(b);
+  }
+  std::mutex mu;
+  std::vector<void*> free;
+  const size_t max_free;
+};
+
+namespace {
+
+// grpc::Slice's destroy callback: back to the pool, or freed.
+void ReturnBuffer(void* base) {
+  auto* h = static_cast<BufferHeader*>(base);
+  std::shared_ptr<FramePool::State> st = std::move(h->state);
+  h->~BufferHeader();
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->free.size() < st->max_free) {
+      st->free.push_back(base);
+      return;
+    }
+  }
+  std::free(base);
+}
+
+}  // namespace
+
+FramePool::FramePool(size_t max_free) : state_(std::make_shared<State>(max_free)) {}
+
+FramePool::~FramePool() = default;
+
+size_t FramePool::idle_buffers() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->free.size();
+}
+
+FramePool::Lease FramePool::Take(size_t size) {
+  Lease l;
+  if (size > kPooledBytes || state_->max_free == 0) {
+    l.plain = grpc_slice_malloc(size);
+    l.data = GRPC_SLICE_START_PTR(l.plain);
+    return l;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->free.empty()) {
+      l.base = state_->free.back();
+      state_->free.pop_back();
+    }
+  }
+  if (l.base == nullptr) l.base = std::aligned_alloc(64, kHeaderBytes + kPooledBytes);
+  new (l.base) BufferHeader{state_};
+  l.data = static_cast<uint8_t*>(l.base) + kHeaderBytes;
+  return l;
+}
+
+grpc::Slice FramePool::Wrap(Lease& l, size_t size) {
+  if (l.base == nullptr) return grpc::Slice(l.plain, grpc::Slice::STEAL_REF);
+  return grpc::Slice(l.data, size, &ReturnBuffer, l.base);
+}
+
 grpc::ByteBuffer EncodePushFrame(const v1::PushHeader* header, std::span<const float> values,
-                                 int64_t offset, v1::WireDType dtype) {
+                                 int64_t offset, v1::WireDType dtype, FramePool* pool) {
   const ChunkLayout chunk(values, offset, dtype);
   std::string head;
   if (header != nullptr) header->SerializeToString(&head);
   const size_t head_field = header == nullptr ? 0 : 1 + VarintSize(head.size()) + head.size();
-  return OneSlice(head_field + chunk.FieldBytes(2), [&](uint8_t* p) {
+  return OneSlice(head_field + chunk.FieldBytes(2), pool, [&](uint8_t* p) {
     if (header != nullptr) {
       *p++ = static_cast<uint8_t>(Tag(1, kLen));
       p = PutVarint(p, head.size());
@@ -234,14 +307,14 @@ grpc::ByteBuffer EncodePushFrame(const v1::PushHeader* header, std::span<const f
 }
 
 grpc::ByteBuffer EncodePullFrame(const PullFrameHead* head, std::span<const float> values,
-                                 int64_t offset, v1::WireDType dtype) {
+                                 int64_t offset, v1::WireDType dtype, FramePool* pool) {
   const ChunkLayout chunk(values, offset, dtype);
   size_t head_bytes = 0;
   if (head != nullptr) {
     head_bytes = VarintFieldSize(static_cast<uint64_t>(head->global_step)) +
                  VarintFieldSize(head->incarnation) + (head->finished ? 2 : 0);
   }
-  return OneSlice(head_bytes + chunk.FieldBytes(4), [&](uint8_t* p) {
+  return OneSlice(head_bytes + chunk.FieldBytes(4), pool, [&](uint8_t* p) {
     if (head != nullptr) {
       p = PutVarintField(p, 1, static_cast<uint64_t>(head->global_step));
       p = PutVarintField(p, 2, head->incarnation);

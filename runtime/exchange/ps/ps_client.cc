@@ -52,9 +52,10 @@ absl::StatusOr<v1::PushResponse> PsShardClient::Send(bool initialize, const v1::
   const int64_t n = static_cast<int64_t>(values.size());
   for (int64_t off = 0; off < n; off += kChunkElements) {
     const int64_t len = std::min(kChunkElements, n - off);
-    const grpc::ByteBuffer frame = EncodePushFrame(
-        off == 0 ? &header : nullptr,
-        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), offset + off, dtype);
+    const grpc::ByteBuffer frame =
+        EncodePushFrame(off == 0 ? &header : nullptr,
+                        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                        offset + off, dtype, &push_pool_);
     if (!writer->Write(frame)) break;  // the server ended the call; Finish says why
   }
   writer->WritesDone();

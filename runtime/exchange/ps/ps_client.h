@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 
 namespace kubetrain::ps {
 
@@ -53,6 +54,7 @@ class PsShardClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_;
+  FramePool push_pool_;
 };
 
 }  // namespace kubetrain::ps

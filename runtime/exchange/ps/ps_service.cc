@@ -240,7 +240,7 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
             f->frames.push_back(
                 EncodePullFrame(off == 0 ? &head : nullptr,
                                 params.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
-                                range.offset + off, dtype));
+                                range.offset + off, dtype, &pull_pool_));
             f->bytes += len * static_cast<int64_t>(WireBytesPerElement(dtype));
           }
           pull_frames_ = std::move(f);

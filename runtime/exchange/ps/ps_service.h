@@ -26,6 +26,7 @@
 
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/grpc_util.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/metrics/runtime_metrics.h"
 
@@ -78,6 +79,7 @@ class PsService final : public grpc::Service {
   metrics::RuntimeMetrics* const metrics_;
   std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
   std::shared_ptr<const PullFrames> pull_frames_;
+  FramePool pull_pool_;
 };
 
 }  // namespace kubetrain::ps
