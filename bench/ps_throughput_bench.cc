@@ -45,6 +45,7 @@
 
 #include "absl/strings/str_split.h"
 #include "kubetrain/clock.h"
+#include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/ps_shard.h"
@@ -98,6 +99,7 @@ class LoopbackShard {
     b.SetMaxSendMessageSize(-1);
     b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+    exchange::SetBulkTransferArgs(b);
     b.RegisterService(service_.get());
     server_ = b.BuildAndStart();
     if (!server_ || port_ == 0) Die("could not start a parameter server on 127.0.0.1");
@@ -484,5 +486,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // as runtime/main.cc does
+  mallopt(M_ARENA_MAX, 1);
   return kubetrain::ps::Main(argc, argv);
 }
