@@ -14,12 +14,16 @@
 // the kernel's autotuning, as gRPC leaves them (on Linux it grows them to
 // tcp_rmem/tcp_wmem max, beyond what SO_RCVBUF may ask for);
 // --tcp-buffer=BYTES sets SO_SNDBUF/SO_RCVBUF instead. Throughput is total
-// bytes / wall time; GB/s is 1e9 bytes/s.
+// bytes / wall time; GB/s is 1e9 bytes/s. Each phase also records the CPU
+// time (user + system, every thread of the process) per GB moved:
+// cpu_ratio = TCP's CPU per GB / the PS's, which other processes on a
+// shared machine disturb far less than the wall-time ratio.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,7 +43,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "kubetrain/clock.h"
+#include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/ps_shard.h"
@@ -58,6 +64,15 @@ constexpr int64_t kParamsPerMb = 262144;  // 1 MiB of float32
 
 double Seconds(WallClock::time_point a, WallClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU seconds (user + system) this process has used, all threads: the
+// servers, workers and TCP peers all run in it.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 // One shard served on an ephemeral loopback port (as in ps_service_test).
@@ -84,6 +99,7 @@ class LoopbackShard {
     b.SetMaxSendMessageSize(-1);
     b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+    exchange::SetBulkTransferArgs(b);
     b.RegisterService(service_.get());
     server_ = b.BuildAndStart();
     if (!server_ || port_ == 0) Die("could not start a parameter server on 127.0.0.1");
@@ -154,6 +170,7 @@ int StepsFor(double target, double calib_seconds, int calib_steps) {
 
 struct PsResult {
   double seconds = 0;
+  double cpu_seconds = 0;
   int steps = 0;
 };
 
@@ -204,7 +221,9 @@ PsResult RunPs(int64_t num_params, int shards, int workers, const std::string& m
     PhaseRunner runner(workers, setup, step);
     runner.Run(1);  // warm-up: connections, buffers, first-touch pages
     r.steps = StepsFor(target, runner.Run(2), 2);
+    const double cpu0 = ProcessCpuSeconds();
     r.seconds = runner.Run(r.steps);
+    r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   }
   if (!std::isfinite(ws[0].params[0])) Die("parameters went non-finite");
   return r;
@@ -251,8 +270,12 @@ bool RecvAll(int fd, char* p, size_t n, bool eof_ok) {
 // The phase of `steps` steps runs at least once and is repeated until it
 // has run `min_seconds` in all (it is faster than the PS phase of the same
 // steps, and one short phase is noisy); returns bytes/s over every
-// repetition.
-double RunTcp(int64_t bytes, int workers, int steps, double min_seconds, int buffer) {
+// repetition, and the CPU seconds per byte moved.
+struct TcpResult {
+  double bytes_per_second = 0;
+  double cpu_seconds_per_byte = 0;
+};
+TcpResult RunTcp(int64_t bytes, int workers, int steps, double min_seconds, int buffer) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   if (listener < 0) Die(std::string("socket: ") + std::strerror(errno));
   SetSocketOptions(listener, buffer);  // accepted sockets inherit the buffer sizes
@@ -301,7 +324,7 @@ double RunTcp(int64_t bytes, int workers, int steps, double min_seconds, int buf
   }
   acceptor.join();
   close(listener);
-  double seconds = 0;
+  double seconds = 0, cpu = 0;
   int reps = 0;
   {
     auto step = [&](int w) {
@@ -312,13 +335,16 @@ double RunTcp(int64_t bytes, int workers, int steps, double min_seconds, int buf
         workers, [](int) {}, step);
     runner.Run(1);
     while (reps < kMaxReps && (reps == 0 || seconds < min_seconds)) {
+      const double cpu0 = ProcessCpuSeconds();
       seconds += runner.Run(steps);
+      cpu += ProcessCpuSeconds() - cpu0;
       ++reps;
     }
   }
   for (int fd : fds) close(fd);
   for (std::thread& t : servers) t.join();
-  return 2.0 * static_cast<double>(bytes) * workers * steps * reps / seconds;
+  const double moved = 2.0 * static_cast<double>(bytes) * workers * steps * reps;
+  return TcpResult{moved / seconds, cpu / moved};
 }
 
 struct Row {
@@ -326,6 +352,7 @@ struct Row {
   std::string mode;
   int steps;
   double ps_gbps, tcp_gbps;
+  double ps_cpu_per_gb, tcp_cpu_per_gb;  // CPU seconds per GB moved
 };
 
 struct Settings {
@@ -336,14 +363,24 @@ struct Settings {
 Row Measure(int mb, int shards, int workers, const std::string& mode, const Settings& set) {
   const int64_t num_params = mb * kParamsPerMb;
   const PsResult ps = RunPs(num_params, shards, workers, mode, set.target);
-  const double tcp = RunTcp(num_params * 4, workers, ps.steps, set.target, set.tcp_buffer);
+  const TcpResult tcp = RunTcp(num_params * 4, workers, ps.steps, set.target, set.tcp_buffer);
   const double bytes = 2.0 * 4.0 * static_cast<double>(num_params) * workers * ps.steps;
-  return Row{mb, shards, workers, mode, ps.steps, bytes / ps.seconds * 1e-9, tcp * 1e-9};
+  return Row{mb,
+             shards,
+             workers,
+             mode,
+             ps.steps,
+             bytes / ps.seconds * 1e-9,
+             tcp.bytes_per_second * 1e-9,
+             ps.cpu_seconds / bytes * 1e9,
+             tcp.cpu_seconds_per_byte * 1e9};
 }
 
 void PrintRow(const Row& r) {
-  std::printf("%7d  %6d  %7d  %-5s  %5d  %8.2f  %8.2f  %5.2f\n", r.mb, r.shards, r.workers,
-              r.mode.c_str(), r.steps, r.ps_gbps, r.tcp_gbps, r.ps_gbps / r.tcp_gbps);
+  std::printf("%7d  %6d  %7d  %-5s  %5d  %8.2f  %8.2f  %5.2f  %9.3f  %9.3f  %9.2f\n", r.mb,
+              r.shards, r.workers, r.mode.c_str(), r.steps, r.ps_gbps, r.tcp_gbps,
+              r.ps_gbps / r.tcp_gbps, r.ps_cpu_per_gb, r.tcp_cpu_per_gb,
+              r.tcp_cpu_per_gb / r.ps_cpu_per_gb);
   std::fflush(stdout);
 }
 
@@ -363,6 +400,7 @@ std::vector<int> ParseList(const std::string& text) {
 
 int Main(int argc, char** argv) {
   std::vector<int> sizes = {1, 4, 16, 64}, shards = {1, 2}, workers = {1, 2, 3, 4};
+  std::vector<std::string> modes = {"async"};
   bool sync_rows = true;
   Settings set;
   for (int i = 1; i < argc; ++i) {
@@ -375,6 +413,16 @@ int Main(int argc, char** argv) {
       sizes = {64};
       workers = {1, 2};
     } else if (a == "--no-sync") {
+      sync_rows = false;
+    } else if (key == "--modes") {
+      // Every size/shard/worker cell in each mode, instead of async plus the
+      // two sync rows.
+      modes.clear();
+      for (const std::string& m : std::vector<std::string>(absl::StrSplit(value, ','))) {
+        ok = ok && ExchangeMode::Parse(m).ok();
+        modes.push_back(m);
+      }
+      ok = ok && !modes.empty();
       sync_rows = false;
     } else if (key == "--seconds") {
       set.target = std::atof(value.c_str());
@@ -394,9 +442,11 @@ int Main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--sizes=1,4,16,64] [--shards=1,2] [--workers=1,2,3,4]\n"
-                   "          [--no-sync] [--seconds=S] [--tcp-buffer=BYTES]\n"
+                   "          [--modes=async,sync] [--no-sync] [--seconds=S] [--tcp-buffer=BYTES]\n"
                    "  --quick      64 MB only, 1 and 2 shards, 1 and 2 workers\n"
                    "  --no-sync    leave out the sync rows (64 MB, 2 workers)\n"
+                   "  --modes=M,.. every cell in each of these modes (async, sync, ssp:N);\n"
+                   "               replaces the two sync rows\n"
                    "  --seconds=S  target wall time of each timed PS and TCP phase (default 0.8)\n"
                    "  --tcp-buffer=BYTES  SO_SNDBUF/SO_RCVBUF of the TCP peer (default 0:\n"
                    "               the kernel's autotuning)\n",
@@ -406,14 +456,18 @@ int Main(int argc, char** argv) {
   }
   std::printf("push+pull over loopback, GB/s = 1e9 bytes/s; %u CPUs\n",
               std::thread::hardware_concurrency());
-  std::printf("size_MB  shards  workers  mode   steps   ps_GBps  tcp_GBps  ratio\n");
+  std::printf(
+      "size_MB  shards  workers  mode   steps   ps_GBps  tcp_GBps  ratio  ps_cpu_GB  "
+      "tcp_cpu_GB  cpu_ratio\n");
   double headline = -1;
-  for (int mb : sizes) {
-    for (int s : shards) {
-      for (int w : workers) {
-        const Row r = Measure(mb, s, w, "async", set);
-        PrintRow(r);
-        if (mb == 64 && s == 1 && w == 1) headline = r.ps_gbps / r.tcp_gbps;
+  for (const std::string& mode : modes) {
+    for (int mb : sizes) {
+      for (int s : shards) {
+        for (int w : workers) {
+          const Row r = Measure(mb, s, w, mode, set);
+          PrintRow(r);
+          if (mb == 64 && s == 1 && w == 1 && mode == "async") headline = r.ps_gbps / r.tcp_gbps;
+        }
       }
     }
   }
@@ -432,5 +486,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // as runtime/main.cc does
+  mallopt(M_ARENA_MAX, 1);
   return kubetrain::ps::Main(argc, argv);
 }

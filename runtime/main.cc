@@ -164,6 +164,11 @@ int main(int argc, char** argv) {
   // instead of a fresh mmap (and page faults) each time.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // One arena: glibc's per-thread arenas live in 64 MB heaps that are
+  // unmapped as soon as they empty, whatever M_TRIM_THRESHOLD says, so gRPC
+  // threads receiving 1 MB chunks page-faulted fresh memory every step (a
+  // third or more of a PS step's CPU in kubetrain_ps_bench).
+  mallopt(M_ARENA_MAX, 1);
   CLI::App app{"kubetrain: Kubernetes-native distributed training runtime"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kubetrain 0.1.0");

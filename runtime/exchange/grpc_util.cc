@@ -42,7 +42,26 @@ std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Each client gets its own TCP connection rather than sharing a subchannel.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  SetBulkTransferArgs(args);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+namespace {
+constexpr int kMaxFrameBytes = 2 << 20;
+constexpr int kLookaheadBytes = 8 << 20;
+constexpr int kReadChunkBytes = 1 << 20;
+}  // namespace
+
+void SetBulkTransferArgs(grpc::ChannelArguments& args) {
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kLookaheadBytes);
+  args.SetInt(GRPC_ARG_TCP_READ_CHUNK_SIZE, kReadChunkBytes);
+}
+
+void SetBulkTransferArgs(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kLookaheadBytes);
+  builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, kReadChunkBytes);
 }
 
 }  // namespace kubetrain::exchange

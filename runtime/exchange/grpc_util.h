@@ -29,6 +29,13 @@ absl::Status FromGrpc(const grpc::Status& s);
 // restarted peer is found within ~1 s), keepalive to notice dead peers.
 std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address);
 
+// HTTP/2 and TCP settings for bulk tensor streams, on both ends: frames big
+// enough for a whole 1 MiB chunk message (instead of 16 KiB), an 8 MiB
+// flow-control window from the start, and 1 MiB socket reads, so a chunk
+// costs a few syscalls and wake-ups rather than dozens.
+void SetBulkTransferArgs(grpc::ChannelArguments& args);
+void SetBulkTransferArgs(grpc::ServerBuilder& builder);
+
 }  // namespace kubetrain::exchange
 
 #endif  // KUBETRAIN_RUNTIME_EXCHANGE_GRPC_UTIL_H_

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/grpc_util.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
@@ -19,7 +20,11 @@ PsShardClient::PsShardClient(std::string name, std::string address, std::string 
       address_(std::move(address)),
       token_(std::move(token)),
       channel_(MakeRuntimeChannel(address_)),
-      stub_(v1::ParameterServer::NewStub(channel_)) {}
+      stub_(v1::ParameterServer::NewStub(channel_)),
+      initialize_method_(kPsInitializeMethod, grpc::internal::RpcMethod::CLIENT_STREAMING,
+                         channel_),
+      push_method_(kPsPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel_),
+      pull_method_(kPsPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel_) {}
 
 void PsShardClient::Prepare(grpc::ClientContext* ctx) const { exchange::AddToken(ctx, token_); }
 
@@ -41,17 +46,17 @@ absl::StatusOr<v1::PushResponse> PsShardClient::Send(bool initialize, const v1::
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::PushResponse resp;
-  std::unique_ptr<grpc::ClientWriter<v1::PushMessage>> writer =
-      initialize ? stub_->Initialize(&ctx, &resp) : stub_->Push(&ctx, &resp);
-  v1::PushMessage msg;
-  *msg.mutable_header() = header;
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+          channel_.get(), initialize ? initialize_method_ : push_method_, &ctx, &resp));
   const int64_t n = static_cast<int64_t>(values.size());
   for (int64_t off = 0; off < n; off += kChunkElements) {
     const int64_t len = std::min(kChunkElements, n - off);
-    EncodeChunk(values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), offset + off,
-                dtype, msg.mutable_chunk());
-    if (!writer->Write(msg)) break;  // the server ended the call; Finish says why
-    msg.clear_header();
+    const grpc::ByteBuffer frame =
+        EncodePushFrame(off == 0 ? &header : nullptr,
+                        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                        offset + off, dtype, &push_pool_);
+    if (!writer->Write(frame)) break;  // the server ended the call; Finish says why
   }
   writer->WritesDone();
   grpc::Status s = writer->Finish();
@@ -63,29 +68,36 @@ absl::StatusOr<PullReply> PsShardClient::Pull(const v1::PullRequest& req, std::s
                                               int64_t offset) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
-  std::unique_ptr<grpc::ClientReader<v1::PullMessage>> reader = stub_->Pull(&ctx, req);
-  v1::PullMessage msg;
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), pull_method_,
+                                                                    &ctx, req));
+  grpc::ByteBuffer buffer;
   PullReply reply;
   int64_t covered = 0;
   absl::Status error;
   bool first = true;
-  while (reader->Read(&msg)) {
+  while (reader->Read(&buffer)) {
+    if (!error.ok()) continue;  // drain
+    absl::StatusOr<ReceivedFrame> frame = ReceivedFrame::ParsePull(buffer);
+    if (!frame.ok()) {
+      error = absl::DataLossError(absl::StrCat(name_, ": ", frame.status().message()));
+      continue;
+    }
     if (first) {
-      reply.global_step = msg.global_step();
-      reply.incarnation = msg.incarnation();
-      reply.finished = msg.finished();
+      reply.global_step = frame->pull_head().global_step;
+      reply.incarnation = frame->pull_head().incarnation;
+      reply.finished = frame->pull_head().finished;
       first = false;
     }
-    if (!error.ok()) continue;  // drain
-    const int64_t off = static_cast<int64_t>(msg.chunk().range().offset()) - offset;
-    const int64_t len = static_cast<int64_t>(msg.chunk().range().length());
-    if (off != covered || covered + len > static_cast<int64_t>(out.size())) {
+    const int64_t off = frame->offset() - offset;
+    const int64_t len = frame->length();
+    if (off != covered || len < 0 || covered + len > static_cast<int64_t>(out.size())) {
       error = absl::DataLossError(absl::StrCat(name_, " sent chunk at ", off + offset,
                                                " out of order or beyond the range"));
       continue;
     }
-    error =
-        DecodeChunk(msg.chunk(), out.subspan(static_cast<size_t>(off), static_cast<size_t>(len)));
+    error = frame->DecodeInto(out.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                              /*nonfinite=*/nullptr);
     covered += len;
   }
   grpc::Status s = reader->Finish();

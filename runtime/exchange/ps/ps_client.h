@@ -1,9 +1,12 @@
 // PsShardClient: one worker's connection to one parameter-server shard.
 // Adds the job token to every call, chunks float ranges onto streams and
-// decodes them back. Keeps no training state. Thread-safe (gRPC stubs are),
-// but the exchange drives each shard from one thread at a time.
+// decodes them back. Initialize, Push and Pull go through grpc::ByteBuffer
+// frames (chunk_frame.h): one copy each way, fused with the CRC. Keeps no training state.
+// Thread-safe (gRPC stubs are), but the exchange drives each shard from one thread at a time.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_
+
+#include <grpcpp/impl/rpc_method.h>
 
 #include <chrono>
 #include <memory>
@@ -12,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 
 namespace kubetrain::ps {
 
@@ -49,6 +53,8 @@ class PsShardClient {
   std::string name_, address_, token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_;
+  FramePool push_pool_;
 };
 
 }  // namespace kubetrain::ps

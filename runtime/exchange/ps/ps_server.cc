@@ -44,6 +44,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   // then both bind and split the connections between them. Fail loudly.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  exchange::SetBulkTransferArgs(builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -1,14 +1,65 @@
 #include "runtime/exchange/ps/ps_service.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/method_handler.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
 namespace kubetrain::ps {
 
 using exchange::FromGrpc;
 using exchange::ToGrpc;
+
+namespace {
+
+using grpc::internal::RpcMethod;
+using grpc::internal::RpcServiceMethod;
+
+template <typename Req, typename Resp>
+RpcServiceMethod* Unary(const char* name, PsService* service,
+                        grpc::Status (PsService::*fn)(grpc::ServerContext*, const Req*, Resp*)) {
+  return new RpcServiceMethod(name, RpcMethod::NORMAL_RPC,
+                              new grpc::internal::RpcMethodHandler<PsService, Req, Resp>(
+                                  [fn](PsService* s, grpc::ServerContext* ctx, const Req* req,
+                                       Resp* resp) { return (s->*fn)(ctx, req, resp); },
+                                  service));
+}
+
+RpcServiceMethod* Receive(const char* name, PsService* service,
+                          grpc::Status (PsService::*fn)(grpc::ServerContext*,
+                                                        grpc::ServerReader<grpc::ByteBuffer>*,
+                                                        v1::PushResponse*)) {
+  return new RpcServiceMethod(
+      name, RpcMethod::CLIENT_STREAMING,
+      new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
+          [fn](PsService* s, grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* r,
+               v1::PushResponse* resp) { return (s->*fn)(ctx, r, resp); },
+          service));
+}
+
+}  // namespace
+
+PsService::PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics)
+    : shard_(shard), token_(std::move(token)), metrics_(metrics) {
+  // gRPC owns the methods (grpc::Service deletes them).
+  AddMethod(Unary(kPsRegisterMethod, this, &PsService::Register));
+  AddMethod(Receive(kPsInitializeMethod, this, &PsService::Initialize));
+  AddMethod(Receive(kPsPushMethod, this, &PsService::Push));
+  AddMethod(new RpcServiceMethod(
+      kPsPullMethod, RpcMethod::SERVER_STREAMING,
+      new grpc::internal::ServerStreamingHandler<PsService, v1::PullRequest, grpc::ByteBuffer>(
+          [](PsService* s, grpc::ServerContext* ctx, const v1::PullRequest* req,
+             grpc::ServerWriter<grpc::ByteBuffer>* w) { return s->Pull(ctx, req, w); },
+          this)));
+  AddMethod(Unary(kPsDoneMethod, this, &PsService::Done));
+  AddMethod(Unary(kPsCheckpointMethod, this, &PsService::Checkpoint));
+  AddMethod(Unary(kPsGetStatusMethod, this, &PsService::GetStatus));
+}
 
 grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                  v1::RegisterResponse* resp) {
@@ -30,15 +81,20 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
 }
 
 grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
-                                    grpc::ServerReader<v1::PushMessage>* reader, bool initialize,
+                                    grpc::ServerReader<grpc::ByteBuffer>* reader, bool initialize,
                                     v1::PushResponse* resp) {
   if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
-  v1::PushMessage msg;
-  if (!reader->Read(&msg) || !msg.has_header()) {
-    shard_.CountRejected(metrics::RejectReason::kBadHeader, "stream without a header");
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must carry a header");
+  grpc::ByteBuffer buffer;
+  absl::StatusOr<ReceivedFrame> frame = absl::InvalidArgumentError("empty stream");
+  if (reader->Read(&buffer)) frame = ReceivedFrame::ParsePush(buffer);
+  if (!frame.ok() || !frame->header().has_value()) {
+    const std::string why =
+        frame.ok() ? "stream without a header" : std::string(frame.status().message());
+    shard_.CountRejected(metrics::RejectReason::kBadHeader, why);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("first message must carry a header (", why, ")"));
   }
-  const v1::PushHeader header = msg.header();
+  const v1::PushHeader header = *frame->header();
   const uint64_t incarnation = shard_.options().incarnation;
   if (header.incarnation() != incarnation) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -67,11 +123,21 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   metrics::RejectReason reason = metrics::RejectReason::kBadRange;
   int64_t covered = 0;
   int64_t bytes = 0;
-  bool have = msg.has_chunk() || reader->Read(&msg);
+  int64_t nonfinite = 0;
+  // The first message may carry the header alone.
+  bool have = frame->has_chunk();
+  if (!have && reader->Read(&buffer)) {
+    frame = ReceivedFrame::ParsePush(buffer);
+    have = true;
+  }
   while (have && error.ok()) {
-    const v1::TensorChunk& c = msg.chunk();
-    const int64_t off = static_cast<int64_t>(c.range().offset());
-    const int64_t len = static_cast<int64_t>(c.range().length());
+    if (!frame.ok()) {
+      error = frame.status();
+      reason = metrics::RejectReason::kBadChunk;
+      break;
+    }
+    const int64_t off = frame->offset();
+    const int64_t len = frame->length();
     if (off != range.offset + covered || len <= 0 || covered + len > range.length) {
       error = absl::InvalidArgumentError(
           absl::StrCat("chunk [", off, ", ", off + len, ") does not fit: shard ",
@@ -79,12 +145,13 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                        ") and expected offset ", range.offset + covered));
       break;
     }
-    error =
-        DecodeChunk(c, staging->subspan(static_cast<size_t>(covered), static_cast<size_t>(len)));
+    error = frame->DecodeInto(
+        staging->subspan(static_cast<size_t>(covered), static_cast<size_t>(len)), &nonfinite);
     if (!error.ok()) reason = metrics::RejectReason::kBadChunk;
     covered += len;
-    bytes += static_cast<int64_t>(c.data().size());
-    have = reader->Read(&msg);
+    bytes += static_cast<int64_t>(frame->data_bytes());
+    have = reader->Read(&buffer);
+    if (have) frame = ReceivedFrame::ParsePush(buffer);
   }
   if (error.ok() && covered != range.length) {
     error = absl::InvalidArgumentError(absl::StrCat("push covers ", covered, " of the ",
@@ -103,7 +170,7 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
     commit = took.status();
     resp->set_accepted(took.ok() && *took);
   } else {
-    absl::StatusOr<PushResult> r = shard_.CommitPush(header.worker(), header.step());
+    absl::StatusOr<PushResult> r = shard_.CommitPush(header.worker(), header.step(), nonfinite);
     commit = r.status();
     if (r.ok()) resp->set_accepted(r->accepted);
   }
@@ -118,18 +185,18 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
 }
 
 grpc::Status PsService::Initialize(grpc::ServerContext* ctx,
-                                   grpc::ServerReader<v1::PushMessage>* reader,
+                                   grpc::ServerReader<grpc::ByteBuffer>* reader,
                                    v1::PushResponse* resp) {
   return ReceiveInto(ctx, reader, /*initialize=*/true, resp);
 }
 
-grpc::Status PsService::Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
+grpc::Status PsService::Push(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
                              v1::PushResponse* resp) {
   return ReceiveInto(ctx, reader, /*initialize=*/false, resp);
 }
 
 grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                             grpc::ServerWriter<v1::PullMessage>* writer) {
+                             grpc::ServerWriter<grpc::ByteBuffer>* writer) {
   if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
   const uint64_t incarnation = shard_.options().incarnation;
   if (req->incarnation() != 0 && req->incarnation() != incarnation) {
@@ -147,40 +214,48 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "the shard has no layout yet: register first");
   }
-  AlignedBuffer* buf;
-  {
-    std::lock_guard<std::mutex> lock(pull_mu_);
-    const size_t slot = static_cast<size_t>(worker + 1);
-    if (pull_buffers_.size() <= slot) pull_buffers_.resize(slot + 1);
-    if (!pull_buffers_[slot]) {
-      pull_buffers_[slot] = std::make_unique<AlignedBuffer>(static_cast<size_t>(range.length));
-    }
-    buf = pull_buffers_[slot].get();
-  }
-  std::span<float> out(buf->data(), static_cast<size_t>(range.length));
-  absl::StatusOr<PullResult> r =
-      shard_.Pull(worker, req->min_step(), req->clock(), out, [ctx] { return ctx->IsCancelled(); });
-  if (!r.ok()) return ToGrpc(r.status());
   const v1::WireDType dtype =
       req->dtype() == v1::WIRE_DTYPE_UNSPECIFIED ? v1::WIRE_DTYPE_F32 : req->dtype();
-  v1::PullMessage msg;
-  int64_t bytes = 0;
-  for (int64_t off = 0; off < range.length; off += kChunkElements) {
-    msg.Clear();
-    if (off == 0) {
-      msg.set_global_step(r->global_step);
-      msg.set_incarnation(incarnation);
-      msg.set_finished(r->finished);
-    }
-    const int64_t n = std::min(kChunkElements, range.length - off);
-    EncodeChunk(out.subspan(static_cast<size_t>(off), static_cast<size_t>(n)), range.offset + off,
-                dtype, msg.mutable_chunk());
-    bytes += static_cast<int64_t>(msg.chunk().data().size());
-    if (!writer->Write(msg)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  if (dtype != v1::WIRE_DTYPE_F32 && dtype != v1::WIRE_DTYPE_F16) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("unsupported wire dtype ", dtype));
+  }
+  // Encode the parameters straight from the shard, under its lock, unless
+  // this version is already encoded (the other workers' pulls of a step).
+  std::shared_ptr<const PullFrames> frames;
+  absl::StatusOr<PullResult> r = shard_.Read(
+      worker, req->min_step(), req->clock(),
+      [&](std::span<const float> params, const PullResult& pr) {
+        std::lock_guard<std::mutex> lock(pull_mu_);
+        if (pull_frames_ == nullptr || pull_frames_->version != pr.version ||
+            pull_frames_->dtype != dtype || pull_frames_->finished != pr.finished) {
+          auto f = std::make_shared<PullFrames>();
+          f->version = pr.version;
+          f->dtype = dtype;
+          f->finished = pr.finished;
+          const int64_t n = static_cast<int64_t>(params.size());
+          PullFrameHead head{pr.global_step, incarnation, pr.finished};
+          for (int64_t off = 0; off < n; off += kChunkElements) {
+            const int64_t len = std::min(kChunkElements, n - off);
+            f->frames.push_back(
+                EncodePullFrame(off == 0 ? &head : nullptr,
+                                params.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                                range.offset + off, dtype, &pull_pool_));
+            f->bytes += len * static_cast<int64_t>(WireBytesPerElement(dtype));
+          }
+          pull_frames_ = std::move(f);
+        }
+        frames = pull_frames_;
+      },
+      [ctx] { return ctx->IsCancelled(); });
+  if (!r.ok()) return ToGrpc(r.status());
+  for (const grpc::ByteBuffer& frame : frames->frames) {
+    if (!writer->Write(frame)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(
-        worker == kObserver ? metrics::PeerRole::kEvaluator : metrics::PeerRole::kWorker, bytes);
+        worker == kObserver ? metrics::PeerRole::kEvaluator : metrics::PeerRole::kWorker,
+        frames->bytes);
   }
   return grpc::Status::OK;
 }

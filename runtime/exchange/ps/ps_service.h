@@ -1,53 +1,85 @@
-// PsService: the gRPC face of one PsShard. Decodes gradient chunks
-// straight into the worker's staging buffer, checks the job token and the
-// shard's incarnation, and streams parameters back in chunks.
+// PsService: the gRPC face of one PsShard. Checks the job token and the
+// shard's incarnation, decodes gradient chunks from the received slices
+// straight into the worker's staging buffer (one copy, with the CRC and the
+// NaN/Inf count in the same pass), and streams parameters back in chunks.
+//
+// The service is kubetrain.v1.ParameterServer (parameter_server.proto),
+// registered by hand: Initialize, Push and Pull carry grpc::ByteBuffer
+// frames (chunk_frame.h), which are byte-for-byte the protobuf encoding of
+// PushMessage/PullMessage, so clients built on the generated stubs work
+// unchanged; the other methods use the generated messages.
+//
+// Pull frames are encoded once per version of the parameters and kept: every
+// worker pulling that version (all of them, in sync mode) is sent the same
+// slices.
 // Thread-safe: gRPC calls it from many threads.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
 
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/service_type.h>
+
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "kubetrain/v1/parameter_server.grpc.pb.h"
+#include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/grpc_util.h"
+#include "runtime/exchange/ps/chunk_frame.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/metrics/runtime_metrics.h"
-#include "runtime/tensor/aligned_buffer.h"
 
 namespace kubetrain::ps {
 
-class PsService final : public v1::ParameterServer::Service {
+// Full method names of kubetrain.v1.ParameterServer.
+inline constexpr char kPsRegisterMethod[] = "/kubetrain.v1.ParameterServer/Register";
+inline constexpr char kPsInitializeMethod[] = "/kubetrain.v1.ParameterServer/Initialize";
+inline constexpr char kPsPushMethod[] = "/kubetrain.v1.ParameterServer/Push";
+inline constexpr char kPsPullMethod[] = "/kubetrain.v1.ParameterServer/Pull";
+inline constexpr char kPsDoneMethod[] = "/kubetrain.v1.ParameterServer/Done";
+inline constexpr char kPsCheckpointMethod[] = "/kubetrain.v1.ParameterServer/Checkpoint";
+inline constexpr char kPsGetStatusMethod[] = "/kubetrain.v1.ParameterServer/GetStatus";
+
+class PsService final : public grpc::Service {
  public:
   // `token` empty: no authentication (api::kEnvJobToken unset).
   // `metrics` (borrowed, may be null) counts the tensor bytes moved.
-  PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr)
-      : shard_(shard), token_(std::move(token)), metrics_(metrics) {}
+  PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr);
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
-                        v1::RegisterResponse* resp) override;
-  grpc::Status Initialize(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
-                          v1::PushResponse* resp) override;
-  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
-                    v1::PushResponse* resp) override;
+                        v1::RegisterResponse* resp);
+  grpc::Status Initialize(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
+                          v1::PushResponse* resp);
+  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
+                    v1::PushResponse* resp);
   grpc::Status Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                    grpc::ServerWriter<v1::PullMessage>* writer) override;
-  grpc::Status Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
-                    v1::DoneResponse* resp) override;
+                    grpc::ServerWriter<grpc::ByteBuffer>* writer);
+  grpc::Status Done(grpc::ServerContext* ctx, const v1::DoneRequest* req, v1::DoneResponse* resp);
   grpc::Status Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
-                          v1::CheckpointResponse* resp) override;
+                          v1::CheckpointResponse* resp);
   grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest* req,
-                         v1::StatusResponse* resp) override;
+                         v1::StatusResponse* resp);
 
  private:
-  grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushMessage>* reader,
+  // The encoded frames of one version of the parameters.
+  struct PullFrames {
+    uint64_t version = 0;
+    v1::WireDType dtype = v1::WIRE_DTYPE_F32;
+    bool finished = false;
+    std::vector<grpc::ByteBuffer> frames;
+    int64_t bytes = 0;  // tensor bytes in the frames
+  };
+
+  grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
                            bool initialize, v1::PushResponse* resp);
 
   PsShard& shard_;
   const std::string token_;
   metrics::RuntimeMetrics* const metrics_;
-  std::mutex pull_mu_;
-  std::vector<std::unique_ptr<AlignedBuffer>> pull_buffers_;  // per worker (+1 for observers)
+  std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
+  std::shared_ptr<const PullFrames> pull_frames_;
+  FramePool pull_pool_;
 };
 
 }  // namespace kubetrain::ps

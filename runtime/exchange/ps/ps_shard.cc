@@ -91,6 +91,7 @@ absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
   initialized_ = true;
   restored_step_ = global_step_;
   last_checkpoint_step_ = global_step_;
+  ++version_;
   log_(absl::StrCat("restored ", ckpt->path, " at global step ", global_step_));
   return global_step_;
 }
@@ -187,6 +188,7 @@ absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t
   global_step_ = std::max<int64_t>(step, 0);
   total_steps_ = total_steps;
   initialized_ = true;
+  ++version_;
   last_checkpoint_step_ = global_step_;
   log_(absl::StrCat("initialised by ", w.name, " at step ", global_step_, ": ", range_.length,
                     " parameters [", range_.offset, ", ", range_.end(), ")"));
@@ -205,20 +207,27 @@ void PsShard::ApplyLocked(std::span<const float> grad) {
   optimizer_->Apply(std::span<float>(params_.data(), params_.size()), grad,
                     schedule_->At(global_step_));
   ++global_step_;
+  ++version_;
   ++applied_;
 }
 
-absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
+absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
+                                               std::optional<int64_t> nonfinite) {
   if (worker < 0 || worker >= static_cast<int>(workers_.size())) {
     std::lock_guard<std::mutex> lock(mu_);
     return CheckWorker(worker);
   }
   // The caller staged this slot (BeginStaging), so no one else touches it:
-  // scan it for NaN/Inf before taking the lock other workers wait on.
+  // scan it for NaN/Inf (unless the caller counted while filling it) before
+  // taking the lock other workers wait on.
   Worker& w = workers_[worker];
   const float* g = w.slot.data();
   int64_t bad = 0;
-  for (size_t i = 0; i < w.slot.size(); ++i) bad += std::isfinite(g[i]) ? 0 : 1;
+  if (nonfinite.has_value()) {
+    bad = *nonfinite;
+  } else {
+    for (size_t i = 0; i < w.slot.size(); ++i) bad += std::isfinite(g[i]) ? 0 : 1;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
   if (bad > 0) {
@@ -248,17 +257,27 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step) {
     ++accepted_count_;
     r.accepted = true;
     if (accepted_count_ >= rule_->GradientsPerUpdate(opt_.num_workers - done_count_)) {
-      // Sum in worker order so the result never depends on arrival order.
+      // Sum in worker order so the result never depends on arrival order,
+      // and average, in one pass over blocks that stay in cache.
       float* sum = sum_.data();
-      std::fill(sum, sum + sum_.size(), 0.0f);
+      std::vector<const float*> slots;
       for (Worker& o : workers_) {
         if (!o.accepted) continue;
-        const float* s = o.slot.data();
-        for (size_t i = 0; i < sum_.size(); ++i) sum[i] += s[i];
+        slots.push_back(o.slot.data());
         o.accepted = false;
       }
       const float inv = 1.0f / static_cast<float>(accepted_count_);
-      for (size_t i = 0; i < sum_.size(); ++i) sum[i] *= inv;
+      constexpr size_t kBlock = 4096;
+      for (size_t b = 0; b < sum_.size(); b += kBlock) {
+        const size_t e = std::min(sum_.size(), b + kBlock);
+        const float* s0 = slots[0];
+        for (size_t i = b; i < e; ++i) sum[i] = s0[i];
+        for (size_t k = 1; k < slots.size(); ++k) {
+          const float* s = slots[k];
+          for (size_t i = b; i < e; ++i) sum[i] += s[i];
+        }
+        for (size_t i = b; i < e; ++i) sum[i] *= inv;
+      }
       accepted_count_ = 0;
       ApplyLocked(std::span<const float>(sum, sum_.size()));
       for (Worker& o : workers_) o.clock = global_step_;
@@ -291,13 +310,30 @@ int64_t PsShard::MinActiveClockLocked() const {
 absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t clock,
                                          std::span<float> out,
                                          const std::function<bool()>& cancelled) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (num_params_ == 0 || out.size() != static_cast<size_t>(range_.length)) {
+      return absl::FailedPreconditionError("pull before registration or with a wrong-sized buffer");
+    }
+  }
+  return Read(
+      worker, min_step, clock,
+      [out](std::span<const float> params, const PullResult&) {
+        std::copy(params.begin(), params.end(), out.begin());
+      },
+      cancelled);
+}
+
+absl::StatusOr<PullResult> PsShard::Read(int worker, int64_t min_step, int64_t clock,
+                                         const ParamsReader& read,
+                                         const std::function<bool()>& cancelled) {
   std::unique_lock<std::mutex> lock(mu_);
   const bool observer = worker == kObserver;
   if (!observer) {
     if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
   }
-  if (num_params_ == 0 || out.size() != static_cast<size_t>(range_.length)) {
-    return absl::FailedPreconditionError("pull before registration or with a wrong-sized buffer");
+  if (num_params_ == 0) {
+    return absl::FailedPreconditionError("pull before registration");
   }
   Worker dummy;
   Worker& w = observer ? dummy : workers_[worker];
@@ -323,11 +359,12 @@ absl::StatusOr<PullResult> PsShard::Pull(int worker, int64_t min_step, int64_t c
   if (!aborted_.ok()) return aborted_;
   if (!observer)
     max_ssp_lead_ = std::max(max_ssp_lead_, rule_->Lead(clock, MinActiveClockLocked()));
-  std::copy(params_.data(), params_.data() + params_.size(), out.begin());
   w.pulled_step = global_step_;
   PullResult r;
   r.global_step = global_step_;
   r.finished = done_count_ >= opt_.num_workers;
+  r.version = version_;
+  read(std::span<const float>(params_.data(), params_.size()), r);
   if (observer) {
     observer_seen_ = true;
     observer_told_finished_ = observer_told_finished_ || r.finished;

@@ -68,6 +68,9 @@ struct PushResult {
 struct PullResult {
   int64_t global_step = 0;
   bool finished = false;
+  // Changes whenever the parameters do (an update, initialisation or
+  // restore): equal versions mean equal parameters.
+  uint64_t version = 0;
 };
 
 // Worker id of read-only callers (evaluators): they never wait for clocks.
@@ -105,9 +108,13 @@ class PsShard {
   absl::StatusOr<bool> CommitInitialize(int worker, int64_t step, int64_t total_steps);
 
   // Validates the staged gradient (finite values) and applies it as the
-  // mode's ConsistencyRule says. Call only with a slot staged by BeginStaging. Rejections leave the
-  // parameters untouched and are counted.
-  absl::StatusOr<PushResult> CommitPush(int worker, int64_t step);
+  // mode's ConsistencyRule says. Call only with a slot staged by
+  // BeginStaging. Rejections leave the parameters untouched and are counted.
+  // `nonfinite`: the NaN/Inf count of the slot when the caller counted it
+  // while filling the slot (ReceivedFrame::DecodeInto does); otherwise the
+  // slot is scanned here.
+  absl::StatusOr<PushResult> CommitPush(int worker, int64_t step,
+                                        std::optional<int64_t> nonfinite = std::nullopt);
 
   // Counts a push rejected before commit (bad size or offset, bad chunk).
   void CountRejected(metrics::RejectReason reason, const std::string& message);
@@ -117,6 +124,14 @@ class PsShard {
   // (range length).
   absl::StatusOr<PullResult> Pull(int worker, int64_t min_step, int64_t clock, std::span<float> out,
                                   const std::function<bool()>& cancelled);
+
+  // Waits as Pull does, then calls `read` with this shard's parameters
+  // while holding the shard's lock (no update can run meanwhile), so the
+  // caller can encode them without a private copy. `read` must not call
+  // back into the shard.
+  using ParamsReader = std::function<void(std::span<const float> params, const PullResult& r)>;
+  absl::StatusOr<PullResult> Read(int worker, int64_t min_step, int64_t clock,
+                                  const ParamsReader& read, const std::function<bool()>& cancelled);
 
   // Marks the worker finished; true when every worker has finished.
   bool Done(int worker);
@@ -177,6 +192,7 @@ class PsShard {
   bool initialized_ = false;
   int64_t global_step_ = 0;
   int64_t total_steps_ = 0;
+  uint64_t version_ = 0;  // PullResult::version
   AlignedBuffer params_;
   AlignedBuffer sum_;
   std::unique_ptr<train::Optimizer> optimizer_;

@@ -3,6 +3,7 @@
 // fp16 on the wire, and PsExchange against two shards.
 #include "runtime/exchange/ps/ps_service.h"
 
+#include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kubetrain/v1/parameter_server.grpc.pb.h"
 #include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
@@ -142,6 +144,86 @@ TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(reply->global_step, 1);
   EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
+}
+
+TEST(PsService, ServesTheMethodsTheProtoDeclares) {
+  const google::protobuf::ServiceDescriptor* d =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          "kubetrain.v1.ParameterServer");
+  ASSERT_NE(d, nullptr);
+  const std::vector<std::string> ours = {
+      kPsRegisterMethod, kPsInitializeMethod, kPsPushMethod,     kPsPullMethod,
+      kPsDoneMethod,     kPsCheckpointMethod, kPsGetStatusMethod};
+  std::vector<std::string> declared;
+  for (int i = 0; i < d->method_count(); ++i) {
+    declared.push_back("/" + d->full_name() + "/" + d->method(i)->name());
+  }
+  EXPECT_EQ(ours, declared);
+}
+
+// A worker built on the generated protobuf stubs (the wire format before the
+// hand-encoded frames) pushes and pulls unchanged, and a corrupt chunk from
+// it is refused whole.
+TEST(PsService, ClientsOnTheGeneratedStubsInteroperate) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  std::vector<float> init(kParams), g(kParams);
+  for (int64_t i = 0; i < kParams; ++i) {
+    init[i] = static_cast<float>(i);
+    g[i] = 0.25f * static_cast<float>(i % 7);
+  }
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  std::unique_ptr<v1::ParameterServer::Stub> stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(ps.address(), grpc::InsecureChannelCredentials()));
+  // Two protobuf messages: the header with the first 600 values, then the rest.
+  auto push = [&](bool corrupt) {
+    grpc::ClientContext ctx;
+    v1::PushResponse resp;
+    std::unique_ptr<grpc::ClientWriter<v1::PushMessage>> w = stub->Push(&ctx, &resp);
+    v1::PushMessage m;
+    *m.mutable_header() = Header(0, 0, inc);
+    EncodeChunk(std::span<const float>(g).first(600), 0, v1::WIRE_DTYPE_F32, m.mutable_chunk());
+    w->Write(m);
+    m.clear_header();
+    EncodeChunk(std::span<const float>(g).subspan(600), 600, v1::WIRE_DTYPE_F32, m.mutable_chunk());
+    if (corrupt) (*m.mutable_chunk()->mutable_data())[100] ^= 0x01;
+    w->Write(m);
+    w->WritesDone();
+    grpc::Status st = w->Finish();
+    return std::make_pair(st, resp);
+  };
+  auto [bad, bad_resp] = push(/*corrupt=*/true);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_THAT(bad.error_message(), HasSubstr("chunk at offset 600 failed its checksum"));
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 1);
+  EXPECT_EQ(ps.shard().Status().global_step(), 0);
+  auto [good, resp] = push(/*corrupt=*/false);
+  ASSERT_TRUE(good.ok()) << good.error_message();
+  EXPECT_TRUE(resp.accepted());
+  EXPECT_EQ(resp.global_step(), 1);
+
+  grpc::ClientContext ctx;
+  v1::PullRequest pr;
+  pr.set_worker(0);
+  std::unique_ptr<grpc::ClientReader<v1::PullMessage>> r = stub->Pull(&ctx, pr);
+  v1::PullMessage m;
+  std::vector<float> out(kParams);
+  int64_t covered = 0;
+  int messages = 0;
+  while (r->Read(&m)) {
+    if (messages++ == 0) {
+      EXPECT_EQ(m.global_step(), 1);
+      EXPECT_EQ(m.incarnation(), inc);
+    }
+    const int64_t len = static_cast<int64_t>(m.chunk().range().length());
+    ASSERT_EQ(static_cast<int64_t>(m.chunk().range().offset()), covered);
+    ASSERT_TRUE(DecodeChunk(m.chunk(), std::span<float>(out).subspan(covered, len)).ok());
+    covered += len;
+  }
+  ASSERT_TRUE(r->Finish().ok());
+  ASSERT_EQ(covered, kParams);
+  for (int64_t i = 0; i < kParams; ++i) EXPECT_FLOAT_EQ(out[i], init[i] - 0.5f * g[i]) << i;
 }
 
 TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
