@@ -12,5 +12,6 @@ record_tj_rows $JOB "$E2E_STATE/$NS.rows" 240
 wait_job $JOB 10
 assert_rows_moved "$E2E_STATE/$NS.rows"
 assert_accuracy $JOB-worker-0
-wait_until 60 "every pod of $JOB to be deleted (cleanPodPolicy All)" test -z "$(job_pods $JOB)"
+no_pods() { [ -z "$(job_pods $JOB)" ]; }
+wait_until 60 "every pod of $JOB to be deleted (cleanPodPolicy All)" no_pods
 log "pods gone"

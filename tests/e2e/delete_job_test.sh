@@ -12,8 +12,8 @@ pids=""
 for p in ps-0 worker-0 worker-1; do pids+=" $(pod_field $JOB-$p "['pids']['kubetrain']")"; done
 log "kubectl delete tj $JOB (processes$pids)"
 k delete tj $JOB -n "$NS" --wait=false
-left() { k get pods,services,secrets -n "$NS" -l kubetrain.io/job-name=$JOB -o name; }
-wait_until 90 "every pod, service and secret of $JOB to be gone" test -z "$(left)"
+nothing_left() { [ -z "$(k get pods,services,secrets -n "$NS" -l kubetrain.io/job-name=$JOB -o name)" ]; }
+wait_until 90 "every pod, service and secret of $JOB to be gone" nothing_left
 for pid in $pids; do kill -0 "$pid" 2>/dev/null && fail "process $pid still runs"; done
 ls "$E2E_STATE/node/pods/" | grep -q "^${NS}_" && fail "the node agent still tracks pods of $NS"
 log "pods, services, secrets and processes gone"

@@ -63,7 +63,7 @@ job_yaml() {
   local src=$1; shift
   local extra=""
   for a in "$@"; do extra+=", \"$a\""; done
-  sed -e "s/\"--epochs\", \"[0-9]*\"/\"--epochs\", \"$E2E_EPOCHS\"$extra/" "$ROOT/examples/$src"
+  sed -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|" "$ROOT/examples/$src"
 }
 
 # The node agent's per-pod state (ip, netns, hostLink, pids, logs).
