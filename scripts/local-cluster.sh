@@ -71,6 +71,7 @@ up)
     --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
     --bridge "${NODE_BRIDGE:-kt0}" >"$S/logs/node-agent.log" 2>&1 &
   echo $! >"$S/run/node-agent.pid"
+  echo "${NODE_BRIDGE:-kt0}" >"$S/run/bridge"
   "$0" start-operator "$S"
   for _ in $(seq 1 100); do
     "$K" get node -o name 2>/dev/null | grep -q . && break
@@ -98,6 +99,8 @@ down)
   KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   stop_pid "$S/run/operator.pid" kubetrain-operator
   stop_pid "$S/run/node-agent.pid" kubetrain-node-agent
+  # The agent removed its pods' namespaces; the bridge goes with the cluster.
+  if [ -f "$S/run/bridge" ]; then ip link del "$(cat "$S/run/bridge")" 2>/dev/null || true; rm -f "$S/run/bridge"; fi
   [ -d "$S/kcp" ] && "$KCP_DIR/stop.sh" "$S/kcp" >/dev/null 2>&1 || true
   echo "local-cluster.sh: stopped" >&2
   ;;

@@ -33,17 +33,24 @@ require_cluster() {
 # kubectl without the client/server version-skew warning.
 k() { "$K" "$@" 2> >(grep -v 'version difference' >&2); }
 
-# A fresh namespace NAME, deleted (with everything in it) when the test exits.
+# A fresh namespace NAME (now $NS), deleted with everything in it when the test exits.
+NAMESPACES=()
 use_namespace() {
   NS=$1
   k delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s >/dev/null
   k create namespace "$NS" >/dev/null
-  trap cleanup_namespace EXIT
+  NAMESPACES+=("$NS")
+  trap cleanup_namespaces EXIT
 }
-cleanup_namespace() {
-  local rc=$?
-  k delete tj --all -n "$NS" --wait=false >/dev/null 2>&1 || true
-  k delete namespace "$NS" --wait=true --timeout=60s >/dev/null 2>&1 || true
+cleanup_namespaces() {
+  local rc=$? ns
+  for ns in "${NAMESPACES[@]}"; do
+    k delete tj --all -n "$ns" --wait=false >/dev/null 2>&1 || true
+    k delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  done
+  for ns in "${NAMESPACES[@]}"; do
+    k wait --for=delete "namespace/$ns" --timeout=60s >/dev/null 2>&1 || true
+  done
   exit $rc
 }
 
