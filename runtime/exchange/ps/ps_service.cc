@@ -10,9 +10,18 @@ namespace kubetrain::ps {
 using exchange::FromGrpc;
 using exchange::ToGrpc;
 
+grpc::Status PsService::CheckWriterToken(const grpc::ServerContext& ctx, const char* call) {
+  grpc::Status s = exchange::CheckToken(ctx, token_);
+  if (!s.ok()) {
+    shard_.CountRejected(metrics::RejectReason::kBadToken,
+                         absl::StrCat(call, " from ", ctx.peer(), ": ", s.error_message()));
+  }
+  return s;
+}
+
 grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                  v1::RegisterResponse* resp) {
-  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+  if (grpc::Status s = CheckWriterToken(*ctx, "register"); !s.ok()) return s;
   absl::StatusOr<RegisterInfo> info =
       shard_.Register(req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name());
   if (!info.ok()) return ToGrpc(info.status());
@@ -32,7 +41,7 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
 grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                                     grpc::ServerReader<v1::PushMessage>* reader, bool initialize,
                                     v1::PushResponse* resp) {
-  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+  if (grpc::Status s = CheckWriterToken(*ctx, "push"); !s.ok()) return s;
   v1::PushMessage msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     shard_.CountRejected(metrics::RejectReason::kBadHeader, "stream without a header");
