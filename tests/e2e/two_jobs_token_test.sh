@@ -43,12 +43,23 @@ tail -3 "$E2E_STATE/rogue.log"
 [ $rc != 0 ] || fail "the rogue worker was accepted by $B's PS"
 grep -q "wrong job token" "$E2E_STATE/rogue.log" || fail "the rogue worker was not told its token is wrong"
 NS=$B
+# Counted: B's PS metrics while it runs, else (the job may be done by now) the stats line it
+# logs when it stops.
+ps_ip=$(k get pod $JOB-ps-0 -n $B -o jsonpath='{.status.podIP}' 2>/dev/null || true)
+count=$( (curl -s -m 5 "http://$ps_ip:8090/metrics" || true) |
+  sed -n 's/^kubetrain_ps_rejected_pushes_total{.*reason="bad_token".*} \([0-9.e+]*\)$/\1/p')
+where="kubetrain_ps_rejected_pushes_total{reason=\"bad_token\"}"
+if [ -z "$count" ]; then
+  wait_until 240 "job B to succeed" condition_true $JOB Succeeded
+  count=$(pod_log $JOB-ps-0 | sed -n 's/.*stats .* rejected=\([0-9]*\).*/\1/p' | tail -1)
+  where="the PS's final stats line (rejected=)"
+fi
+python3 -c "import sys; sys.exit(0 if float('${count:-0}') >= 1 else 1)" ||
+  fail "the refusal was not counted (${count:-nothing} in $where)"
 grep -q "rejected push: register from .*wrong job token" <(pod_log $JOB-ps-0) ||
   fail "$B's PS did not log the refusal"
-ps_ip=$(k get pod $JOB-ps-0 -n $B -o jsonpath='{.status.podIP}')
-count=$(curl -s -m 5 "http://$ps_ip:8090/metrics" | sed -n 's/^kubetrain_ps_rejected_pushes_total{.*reason="bad_token".*} \([0-9.e+]*\)$/\1/p')
-log "$B's PS: $(pod_log $JOB-ps-0 | grep -m1 'rejected push: register'); bad_token count ${count:-none}"
-python3 -c "import sys; sys.exit(0 if float('${count:-0}') >= 1 else 1)" || fail "the refusal was not counted"
+log "$B's PS logged: $(pod_log $JOB-ps-0 | grep -m1 'rejected push: register' | sed 's/^info //')"
+log "and counted it: $count in $where"
 NS=$A wait_job $JOB 240
 NS=$A assert_accuracy $JOB-worker-0
 NS=$B wait_job $JOB 240
