@@ -70,6 +70,7 @@ class FakeNetwork final : public PodNetwork {
  public:
   absl::Status Init() override { return absl::OkStatus(); }
   absl::StatusOr<PodAttachment> Attach(const std::string& key, const std::string& uid) override {
+    if (fail_attach) return absl::PermissionDeniedError("RTNETLINK: Operation not permitted");
     PodAttachment a;
     a.ip = absl::StrCat("10.0.0.", ++next);
     a.netns = "ns-" + uid;
@@ -86,6 +87,7 @@ class FakeNetwork final : public PodNetwork {
     return absl::OkStatus();
   }
   std::string Describe() const override { return "fake"; }
+  bool fail_attach = false;
   int next = 1;
   std::map<std::string, std::string> attached;
   std::map<std::string, std::string> hosts;
@@ -236,6 +238,23 @@ TEST_F(NodeAgentTest, AMissingSecretWaitsWithTheReasonAndRetries) {
   Sync();
   EXPECT_NE(launcher_.PidOf("w"), 0);
   EXPECT_EQ(Phase("w"), "Running");
+}
+
+TEST_F(NodeAgentTest, ANetworkThatFailsToAttachIsRetriedAndThePodWaits) {
+  network_.fail_attach = true;
+  Add(MakePod("w", "Never"));
+  Sync();
+  EXPECT_EQ(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Pending");
+  EXPECT_EQ(ContainerStatus("w")["state"]["waiting"]["reason"], "NetworkNotReady");
+  network_.fail_attach = false;
+  Sync();  // still backing off
+  EXPECT_EQ(launcher_.PidOf("w"), 0);
+  clock_.AdvanceSeconds(1.5);
+  Sync();
+  EXPECT_NE(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Running");
+  EXPECT_EQ(api_.Pod("team/w")["status"]["podIP"], "10.0.0.2");
 }
 
 TEST_F(NodeAgentTest, OnFailureRestartsInPlaceAfterBackoffAndCounts) {
