@@ -8,13 +8,16 @@ require_cluster
 JOB=fmnist-ps-sync
 A=e2e-token-a
 B=e2e-token-b
-use_namespace $B
-job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$B.yaml"
-k apply -n $B -f "$E2E_STATE/$B.yaml"
+# A first: the rogue needs only A's worker-0 process (its environment); B second, so that
+# B's PS is young and still serving when the rogue calls.
 use_namespace $A
-k apply -n $A -f "$E2E_STATE/$B.yaml"
-NS=$A wait_until 120 "job A's worker-0 to train 20 steps" step_at_least $JOB-worker-0 20
-NS=$B wait_until 120 "job B's worker-0 to train 20 steps" step_at_least $JOB-worker-0 20
+job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$A.yaml"
+k apply -n $A -f "$E2E_STATE/$A.yaml"
+use_namespace $B
+k apply -n $B -f "$E2E_STATE/$A.yaml"
+ps_listening() { pod_log $JOB-ps-0 | grep -q "listening on port"; }
+NS=$A wait_until 120 "job A's worker-0 process" pod_field $JOB-worker-0 "['pids']['kubetrain']"
+NS=$B wait_until 120 "job B's parameter server to listen" ps_listening
 ta=$(k get secret -n $A -l kubetrain.io/job-name=$JOB -o jsonpath='{.items[0].data.token}' | base64 -d)
 tb=$(k get secret -n $B -l kubetrain.io/job-name=$JOB -o jsonpath='{.items[0].data.token}' | base64 -d)
 [ -n "$ta" ] && [ "$ta" != "$tb" ] || fail "the two jobs do not have distinct tokens"
