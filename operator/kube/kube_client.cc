@@ -144,6 +144,14 @@ absl::StatusOr<Json> KubeClient::Create(const ResourceType& type, absl::string_v
               /*idempotent=*/false);
 }
 
+absl::StatusOr<Json> KubeClient::CreateSubresource(const ResourceType& type, absl::string_view ns,
+                                                   absl::string_view name,
+                                                   absl::string_view subresource,
+                                                   const Json& body) {
+  return Call(HttpRequest{"POST", ResourcePath(type, ns, name, subresource), kJson, Dump(body)},
+              /*idempotent=*/false);
+}
+
 absl::StatusOr<Json> KubeClient::Get(const ResourceType& type, absl::string_view ns,
                                      absl::string_view name) {
   return Call(HttpRequest{"GET", ResourcePath(type, ns, name), "", ""}, /*idempotent=*/true);

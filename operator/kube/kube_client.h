@@ -111,6 +111,11 @@ class KubeClient {
   KubeClient& operator=(const KubeClient&) = delete;
 
   absl::StatusOr<Json> Create(const ResourceType& type, absl::string_view ns, const Json& object);
+  // POST to an object's subresource, e.g. pods/<name>/binding; `body` is sent
+  // as given.
+  absl::StatusOr<Json> CreateSubresource(const ResourceType& type, absl::string_view ns,
+                                         absl::string_view name, absl::string_view subresource,
+                                         const Json& body);
   absl::StatusOr<Json> Get(const ResourceType& type, absl::string_view ns, absl::string_view name);
   // One page.
   absl::StatusOr<ObjectList> List(const ResourceType& type, absl::string_view ns,

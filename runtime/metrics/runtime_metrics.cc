@@ -64,6 +64,8 @@ const char* RejectReasonName(RejectReason reason) {
       return "future_step";
     case RejectReason::kNonFinite:
       return "non_finite";
+    case RejectReason::kBadToken:
+      return "bad_token";
   }
   return "unknown";
 }

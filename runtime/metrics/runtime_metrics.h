@@ -49,8 +49,9 @@ enum class RejectReason {
   kBadChunk = 3,       // checksum or encoding failure
   kFutureStep = 4,     // a step the shard has not reached
   kNonFinite = 5,      // NaN or Inf values
+  kBadToken = 6,       // missing or wrong job token (another job's worker)
 };
-inline constexpr int kNumRejectReasons = 6;
+inline constexpr int kNumRejectReasons = 7;
 const char* RejectReasonName(RejectReason reason);
 
 struct RuntimeMetricsOptions {

@@ -61,9 +61,18 @@ PsService::PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics*
   AddMethod(Unary(kPsGetStatusMethod, this, &PsService::GetStatus));
 }
 
+grpc::Status PsService::CheckWriterToken(const grpc::ServerContext& ctx, const char* call) {
+  grpc::Status s = exchange::CheckToken(ctx, token_);
+  if (!s.ok()) {
+    shard_.CountRejected(metrics::RejectReason::kBadToken,
+                         absl::StrCat(call, " from ", ctx.peer(), ": ", s.error_message()));
+  }
+  return s;
+}
+
 grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                  v1::RegisterResponse* resp) {
-  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+  if (grpc::Status s = CheckWriterToken(*ctx, "register"); !s.ok()) return s;
   absl::StatusOr<RegisterInfo> info =
       shard_.Register(req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name());
   if (!info.ok()) return ToGrpc(info.status());
@@ -83,7 +92,7 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
 grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                                     grpc::ServerReader<grpc::ByteBuffer>* reader, bool initialize,
                                     v1::PushResponse* resp) {
-  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+  if (grpc::Status s = CheckWriterToken(*ctx, "push"); !s.ok()) return s;
   grpc::ByteBuffer buffer;
   absl::StatusOr<ReceivedFrame> frame = absl::InvalidArgumentError("empty stream");
   if (reader->Read(&buffer)) frame = ReceivedFrame::ParsePush(buffer);

@@ -71,6 +71,10 @@ class PsService final : public grpc::Service {
     int64_t bytes = 0;  // tensor bytes in the frames
   };
 
+  // The job-token check of calls that join or push: a refusal is logged and
+  // counted as a rejected push (reason bad_token), since it is another job's
+  // worker or a stranger trying to write to this shard.
+  grpc::Status CheckWriterToken(const grpc::ServerContext& ctx, const char* call);
   grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
                            bool initialize, v1::PushResponse* resp);
 

@@ -87,8 +87,19 @@ TEST(PsService, CallsWithoutTheJobTokenAreUnauthenticated) {
   PsShardClient wrong("ps-0", ps.address(), "guess");
   EXPECT_EQ(wrong.GetStatus(std::chrono::seconds(5)).status().code(),
             absl::StatusCode::kUnauthenticated);
+  // The refused register is counted as a rejected push (reason bad_token);
+  // the status read is refused but not counted (it writes nothing).
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 1);
   PsShardClient good("ps-0", ps.address(), "s3cret");
   EXPECT_TRUE(good.Register(Reg(0), std::chrono::seconds(5)).ok());
+  absl::StatusOr<v1::RegisterResponse> ok = good.Register(Reg(1), std::chrono::seconds(5));
+  ASSERT_TRUE(ok.ok());
+  // Another job's worker pushing: refused and counted.
+  std::vector<float> g(kParams, 0.5f);
+  EXPECT_EQ(
+      wrong.Send(true, Header(1, 0, ok->incarnation()), g, 0, v1::WIRE_DTYPE_F32).status().code(),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 2);
 }
 
 TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {

@@ -1,0 +1,124 @@
+#!/bin/bash
+# One command starts a local Kubernetes cluster for trying the operator without a cluster
+# (docs/e2e.md): a real control plane (kube-apiserver + controller-manager + etcd, from
+# ../shared/tools/kube-control-plane), the TrainingJob CRD, the kubetrain-operator binary and
+# kubetrain-node-agent playing the kubelet (pods run as process groups in network namespaces).
+#
+#   scripts/local-cluster.sh up   [STATE_DIR]   # prints `export KUBECONFIG=...`
+#   scripts/local-cluster.sh down [STATE_DIR]   # stops exactly what `up` started
+#   scripts/local-cluster.sh logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]
+#                                             # a pod's log (what `kubectl logs` would print)
+#   scripts/local-cluster.sh start-operator [STATE_DIR]   # the operator again, after a kill
+#
+# STATE_DIR defaults to /tmp/kubetrain-local. Needs root (network namespaces) and a build
+# (`make build`). Env: KCP_DIR (the control-plane tool), API_PORT, ETCD_PORT, ETCD_PEER,
+# KCM_PORT (its ports, passed through), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY
+# (16Gi), NODE_SUBNET (10.244.0), NODE_BRIDGE (kt0), PROGRESS_INTERVAL (2s).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}
+shift || true
+
+kubectl_bin() {
+  if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then echo "$ROOT/.cache/tools/bin/kubectl"
+  elif command -v kubectl >/dev/null; then command -v kubectl
+  else echo "local-cluster.sh: no kubectl; run scripts/setup.sh" >&2; return 1; fi
+}
+
+stop_pid() {  # stop_pid FILE NAME: SIGTERM, then SIGKILL after 20 s
+  local f=$1 name=$2 pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "local-cluster.sh: $name did not stop in 20 s; killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$f"
+}
+
+case "$cmd" in
+up)
+  S=${1:-/tmp/kubetrain-local}
+  KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
+  BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+  OPERATOR=$BUILD_DIR/operator/kubetrain-operator
+  AGENT=$BUILD_DIR/tools/node_agent/kubetrain-node-agent
+  RUNTIME=$BUILD_DIR/runtime/kubetrain
+  [ "$(id -u)" = 0 ] || { echo "local-cluster.sh: the node agent needs root (network namespaces); without root use \`kubetrain run job.yaml\`" >&2; exit 1; }
+  for b in "$OPERATOR" "$AGENT" "$RUNTIME"; do
+    [ -x "$b" ] || { echo "local-cluster.sh: $b missing; build it (cmake --build build --target kubetrain kubetrain-operator kubetrain-node-agent)" >&2; exit 1; }
+  done
+  [ -x "$KCP_DIR/start.sh" ] || { echo "local-cluster.sh: no control plane at $KCP_DIR (set KCP_DIR)" >&2; exit 1; }
+  K=$(kubectl_bin)
+  mkdir -p "$S/run" "$S/logs"
+  for n in operator node-agent; do
+    if [ -f "$S/run/$n.pid" ] && kill -0 "$(cat "$S/run/$n.pid")" 2>/dev/null; then
+      echo "local-cluster.sh: $n already running; run $0 down $S first" >&2; exit 1
+    fi
+  done
+  echo "local-cluster.sh: starting the control plane ($KCP_DIR)" >&2
+  KUBECONFIG_PATH=$("$KCP_DIR/start.sh" "$S/kcp" | tail -1)
+  export KUBECONFIG=$KUBECONFIG_PATH
+  echo "local-cluster.sh: applying the CRD" >&2
+  "$K" apply --validate=false -f "$ROOT/crds/kubetrain.io_trainingjobs.yaml" >/dev/null
+  "$K" wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+  echo "local-cluster.sh: starting kubetrain-node-agent (logs: $S/logs/node-agent.log)" >&2
+  "$AGENT" --kubeconfig "$KUBECONFIG" --entrypoint "$RUNTIME" --state-dir "$S/node" \
+    --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
+    --bridge "${NODE_BRIDGE:-kt0}" >"$S/logs/node-agent.log" 2>&1 &
+  echo $! >"$S/run/node-agent.pid"
+  echo "${NODE_BRIDGE:-kt0}" >"$S/run/bridge"
+  "$0" start-operator "$S"
+  for _ in $(seq 1 100); do
+    "$K" get node -o name 2>/dev/null | grep -q . && break
+    kill -0 "$(cat "$S/run/node-agent.pid")" 2>/dev/null || { tail -5 "$S/logs/node-agent.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  "$K" wait --for=condition=Ready --timeout=30s node --all >/dev/null
+  echo "local-cluster.sh: ready. Pod logs: $0 logs POD [-n NS] $S" >&2
+  echo "export KUBECONFIG=$KUBECONFIG"
+  ;;
+start-operator)  # (used by `up`, and by tests that restart the operator mid-job)
+  S=${1:-/tmp/kubetrain-local}
+  BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+  if [ -f "$S/run/operator.pid" ] && kill -0 "$(cat "$S/run/operator.pid")" 2>/dev/null; then
+    echo "local-cluster.sh: the operator is running already" >&2; exit 1
+  fi
+  echo "local-cluster.sh: starting kubetrain-operator (logs: $S/logs/operator.log)" >&2
+  "$BUILD_DIR/operator/kubetrain-operator" --kubeconfig "$S/kcp/kubeconfig" --leader-elect=false \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+    --progress-interval "${PROGRESS_INTERVAL:-2s}" >>"$S/logs/operator.log" 2>&1 &
+  echo $! >"$S/run/operator.pid"
+  ;;
+down)
+  S=${1:-/tmp/kubetrain-local}
+  KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
+  stop_pid "$S/run/operator.pid" kubetrain-operator
+  stop_pid "$S/run/node-agent.pid" kubetrain-node-agent
+  # The agent removed its pods' namespaces; the bridge goes with the cluster.
+  if [ -f "$S/run/bridge" ]; then ip link del "$(cat "$S/run/bridge")" 2>/dev/null || true; rm -f "$S/run/bridge"; fi
+  [ -d "$S/kcp" ] && "$KCP_DIR/stop.sh" "$S/kcp" >/dev/null 2>&1 || true
+  echo "local-cluster.sh: stopped" >&2
+  ;;
+logs)
+  ns=default; pod=""; container=""; S=/tmp/kubetrain-local
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -n) ns=$2; shift 2 ;;
+      /*) S=$1; shift ;;
+      *) if [ -z "$pod" ]; then pod=$1; else container=$1; fi; shift ;;
+    esac
+  done
+  [ -n "$pod" ] || { echo "usage: $0 logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2; }
+  d=$S/node/logs/$ns/$pod
+  [ -d "$d" ] || { echo "local-cluster.sh: no logs for $ns/$pod in $S" >&2; exit 1; }
+  if [ -z "$container" ]; then container=$(ls "$d" | head -1); container=${container%.log}; fi
+  cat "$d/$container.log"
+  ;;
+*)
+  echo "usage: $0 up|down [STATE_DIR] | logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2 ;;
+esac

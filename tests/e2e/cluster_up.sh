@@ -1,0 +1,34 @@
+#!/bin/bash
+# CTest fixture (FIXTURES_SETUP e2e_cluster): starts the local cluster for the e2e tests,
+# or records why it cannot so that every test skips with that reason.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+export BUILD_DIR
+KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
+export KCP_DIR
+# Ports of this cluster's control plane, apart from the defaults other tests use.
+export API_PORT=${E2E_API_PORT:-26443} ETCD_PORT=${E2E_ETCD_PORT:-32379}
+export ETCD_PEER=${E2E_ETCD_PEER:-32380} KCM_PORT=${E2E_KCM_PORT:-30257}
+export NODE_BRIDGE=${E2E_BRIDGE:-kte0} NODE_SUBNET=${E2E_SUBNET:-10.246.0}
+
+"$ROOT/scripts/local-cluster.sh" down "$E2E_STATE" >/dev/null 2>&1
+rm -rf "$E2E_STATE"
+mkdir -p "$E2E_STATE"
+skip_because() { echo "$*" >"$E2E_STATE/skip"; echo "e2e cluster not started: $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip_because "not root: the node agent needs network namespaces"
+[ -x "$KCP_DIR/start.sh" ] || skip_because "no control plane tool at $KCP_DIR (set KCP_DIR)"
+if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
+elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
+else skip_because "no kubectl (scripts/setup.sh installs it)"; fi
+echo "$K" >"$E2E_STATE/kubectl"
+command -v ip >/dev/null || skip_because "no iproute2"
+[ -d /usr/share/datasets/fashion-mnist ] || skip_because "no Fashion-MNIST (dataset-fashion-mnist)"
+start=$SECONDS
+"$ROOT/scripts/local-cluster.sh" up "$E2E_STATE" || {
+  tail -20 "$E2E_STATE/logs/"*.log 2>/dev/null
+  "$ROOT/scripts/local-cluster.sh" down "$E2E_STATE"
+  exit 1
+}
+echo "e2e cluster up in $((SECONDS - start)) s"

@@ -1,0 +1,136 @@
+# Shared by the e2e tests (sourced). The cluster is the CTest fixture started by
+# cluster_up.sh (scripts/local-cluster.sh): real control plane, CRD, operator, node agent.
+# Each test works in its own Kubernetes namespace, deleted on exit, and is bounded in time.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
+# The accuracy bar: docs/accuracy.md, one epoch of the mlp (fmnist_accuracy_test's 0.84); the
+# e2e jobs train two epochs, 0.86 measured.
+E2E_EPOCHS=${E2E_EPOCHS:-2}
+E2E_ACCURACY_BAR=${E2E_ACCURACY_BAR:-0.84}
+
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+skip() { echo "SKIP: $*"; exit 77; }
+fail() {
+  echo "FAIL: $*"
+  if [ -n "${NS:-}" ]; then
+    "$K" get tj,pods,svc -n "$NS" -o wide 2>&1 | grep -v WARNING || true
+    "$K" get tj -n "$NS" -o jsonpath='{.items[*].status.conditions}' 2>/dev/null || true; echo
+  fi
+  tail -20 "$E2E_STATE/logs/node-agent.log" 2>/dev/null || true
+  tail -20 "$E2E_STATE/logs/operator.log" 2>/dev/null || true
+  exit 1
+}
+
+# Skips (exit 77) with the reason cluster_up.sh recorded when it could not start the cluster.
+require_cluster() {
+  [ -f "$E2E_STATE/skip" ] && skip "$(cat "$E2E_STATE/skip")"
+  [ -f "$E2E_STATE/kcp/kubeconfig" ] || skip "no e2e cluster in $E2E_STATE (the e2e_cluster_up fixture did not run)"
+  export KUBECONFIG=$E2E_STATE/kcp/kubeconfig
+  K=$(cat "$E2E_STATE/kubectl")
+}
+
+# kubectl without the client/server version-skew warning.
+k() { "$K" "$@" 2> >(grep -v 'version difference' >&2); }
+
+# A fresh namespace NAME (now $NS), deleted with everything in it when the test exits.
+NAMESPACES=()
+use_namespace() {
+  NS=$1
+  k delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s >/dev/null
+  k create namespace "$NS" >/dev/null
+  NAMESPACES+=("$NS")
+  trap cleanup_namespaces EXIT
+}
+cleanup_namespaces() {
+  local rc=$? ns
+  for ns in "${NAMESPACES[@]}"; do
+    k delete tj --all -n "$ns" --wait=false >/dev/null 2>&1 || true
+    k delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  done
+  for ns in "${NAMESPACES[@]}"; do
+    k wait --for=delete "namespace/$ns" --timeout=60s >/dev/null 2>&1 || true
+  done
+  exit $rc
+}
+
+# wait_until TIMEOUT_S DESCRIPTION COMMAND...: polls COMMAND every 0.5 s.
+wait_until() {
+  local timeout=$1 what=$2; shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "timed out after ${timeout}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+# job_yaml EXAMPLE [EXTRA_ARG...]: the example with E2E_EPOCHS epochs and extra container
+# args, on stdout.
+job_yaml() {
+  local src=$1; shift
+  local extra=""
+  for a in "$@"; do extra+=", \"$a\""; done
+  sed -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|" "$ROOT/examples/$src"
+}
+
+# The node agent's per-pod state (ip, netns, hostLink, pids, logs).
+pod_state() { cat "$E2E_STATE/node/pods/${NS}_$1.json"; }
+pod_field() { pod_state "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$2"; }
+pod_log() { "$ROOT/scripts/local-cluster.sh" logs "$1" -n "$NS" "$E2E_STATE"; }
+
+# final_accuracy POD: the last "final test_accuracy=" in its log.
+final_accuracy() { pod_log "$1" | sed -n 's/.*final test_accuracy=\([0-9.]*\).*/\1/p' | tail -1; }
+
+assert_accuracy() {  # assert_accuracy POD
+  local acc
+  acc=$(final_accuracy "$1")
+  [ -n "$acc" ] || fail "$1 logged no final accuracy"
+  python3 -c "import sys; sys.exit(0 if float('$acc') >= float('$E2E_ACCURACY_BAR') else 1)" ||
+    fail "$1 final accuracy $acc < $E2E_ACCURACY_BAR"
+  log "$1 final test accuracy $acc (bar $E2E_ACCURACY_BAR)"
+}
+
+condition_true() {  # condition_true JOB TYPE
+  [ "$(k get tj "$1" -n "$NS" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}")" = True ]
+}
+
+# wait_job JOB TIMEOUT: kubectl wait for Succeeded; fails at once if the job Failed.
+wait_job() {
+  local job=$1 timeout=$2 deadline=$((SECONDS + $2))
+  while ! k wait --for=condition=Succeeded --timeout=5s "tj/$job" -n "$NS" >/dev/null 2>&1; do
+    condition_true "$job" Failed && fail "$job failed: $(k get tj "$job" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Failed")].message}')"
+    [ $SECONDS -lt $deadline ] || fail "$job did not succeed within ${timeout}s"
+  done
+  log "$job Succeeded"
+}
+
+# Pods of a job still present.
+job_pods() { k get pods -n "$NS" -l "kubetrain.io/job-name=$1" -o name; }
+
+# current_step POD: the last step worker POD logged ("progress step=N/..."), 0 before any.
+current_step() {
+  local s
+  s=$(pod_log "$1" 2>/dev/null | sed -n 's/^progress step=\([0-9]*\)\/.*/\1/p' | tail -1)
+  echo "${s:-0}"
+}
+step_at_least() { [ "$(current_step "$1")" -ge "$2" ]; }
+
+# record_tj_rows JOB FILE TIMEOUT: polls `kubectl get tj` (STEP LOSS ACCURACY) into FILE until
+# the job ends.
+record_tj_rows() {
+  local job=$1 rows=$2 deadline=$((SECONDS + $3))
+  : >"$rows"
+  until condition_true "$job" Succeeded || condition_true "$job" Failed; do
+    [ $SECONDS -lt $deadline ] || fail "$job did not finish within $3 s"
+    # NAME STATUS STEP LOSS ACCURACY AGE, once progress has values
+    k get tj "$job" -n "$NS" --no-headers 2>/dev/null | awk 'NF == 6 {print $3, $4, $5}' >>"$rows" || true
+    sleep 1
+  done
+}
+assert_rows_moved() {  # assert_rows_moved FILE
+  local moving
+  moving=$(awk '$1 > 0' "$1" | sort -u | wc -l)
+  log "kubectl get tj showed $moving distinct STEP LOSS ACCURACY rows, e.g.:"
+  awk '$1 > 0' "$1" | sort -un | head -4
+  [ "$moving" -ge 2 ] || fail "STEP/LOSS/ACCURACY did not move in kubectl get tj"
+}

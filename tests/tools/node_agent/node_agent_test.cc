@@ -1,0 +1,379 @@
+#include "tools/node_agent/node_agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "operator/kube/object.h"
+#include "tests/support/temp_files.h"
+
+namespace kubetrain::node_agent {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// The API: pods and services in memory, calls recorded.
+class FakeApi final : public NodeApi {
+ public:
+  absl::Status RegisterNode(const Json& node) override {
+    this->node = node;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Json>> ListPods() override {
+    std::vector<Json> out;
+    for (const auto& [key, pod] : pods) out.push_back(pod);
+    return out;
+  }
+  absl::StatusOr<std::vector<Json>> ListServices() override { return services; }
+  absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,
+                                      const std::string& name, const std::string& key) override {
+    auto it = keys.find(absl::StrCat(kind, "/", ns, "/", name, "/", key));
+    if (it == keys.end()) return absl::NotFoundError("not found");
+    return it->second;
+  }
+  absl::Status Bind(const std::string& ns, const std::string& name, const std::string&,
+                    const std::string& node_name) override {
+    pods[ns + "/" + name]["spec"]["nodeName"] = node_name;
+    bindings.push_back(ns + "/" + name);
+    return absl::OkStatus();
+  }
+  absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
+                              const Json& status) override {
+    Json& pod = pods[ns + "/" + name];
+    for (const auto& [k, v] : status.items()) pod["status"][k] = v;
+    ++status_patches;
+    return absl::OkStatus();
+  }
+  absl::Status DeletePod(const std::string& ns, const std::string& name,
+                         const std::string&) override {
+    pods.erase(ns + "/" + name);
+    deleted.push_back(ns + "/" + name);
+    return absl::OkStatus();
+  }
+
+  Json Pod(const std::string& key) { return pods.at(key); }
+
+  Json node;
+  std::map<std::string, Json> pods;
+  std::vector<Json> services;
+  std::map<std::string, std::string> keys;
+  std::vector<std::string> bindings, deleted;
+  int status_patches = 0;
+};
+
+class FakeNetwork final : public PodNetwork {
+ public:
+  absl::Status Init() override { return absl::OkStatus(); }
+  absl::StatusOr<PodAttachment> Attach(const std::string& key, const std::string& uid) override {
+    if (fail_attach) return absl::PermissionDeniedError("RTNETLINK: Operation not permitted");
+    PodAttachment a;
+    a.ip = absl::StrCat("10.0.0.", ++next);
+    a.netns = "ns-" + uid;
+    a.exec_prefix = {"enter", a.netns};
+    attached[a.netns] = key;
+    return a;
+  }
+  absl::Status WriteHosts(const PodAttachment& a, const std::string& contents) override {
+    hosts[a.netns] = contents;
+    return absl::OkStatus();
+  }
+  absl::Status Detach(const PodAttachment& a) override {
+    attached.erase(a.netns);
+    return absl::OkStatus();
+  }
+  std::string Describe() const override { return "fake"; }
+  bool fail_attach = false;
+  int next = 1;
+  std::map<std::string, std::string> attached;
+  std::map<std::string, std::string> hosts;
+};
+
+// Processes that run until the test ends them.
+class FakeLauncher final : public ProcessLauncher {
+ public:
+  absl::StatusOr<int> Launch(const LaunchSpec& spec) override {
+    const int pid = next_pid++;
+    launched[pid] = spec;
+    running.insert(pid);
+    return pid;
+  }
+  void SignalGroup(int pid, int signal) override {
+    signals.push_back({pid, signal});
+    if (signal == SIGKILL || (signal == SIGTERM && !ignore_term)) Exit(pid, 128 + signal);
+  }
+  std::optional<int> PollExit(int pid) override {
+    auto it = exits.find(pid);
+    if (it == exits.end()) return std::nullopt;
+    const int code = it->second;
+    exits.erase(it);
+    return code;
+  }
+  void Exit(int pid, int code) {
+    if (running.erase(pid)) exits[pid] = code;
+  }
+  // The pid of the last launch whose argv contains `word`.
+  int PidOf(const std::string& word) const {
+    int found = 0;
+    for (const auto& [pid, spec] : launched) {
+      for (const std::string& a : spec.argv) {
+        if (a == word) found = pid;
+      }
+    }
+    return found;
+  }
+  int next_pid = 100;
+  bool ignore_term = false;
+  std::map<int, LaunchSpec> launched;
+  std::set<int> running;
+  std::map<int, int> exits;
+  std::vector<std::pair<int, int>> signals;
+};
+
+Json MakePod(const std::string& name, const std::string& restart_policy,
+             const std::string& cpu = "500m") {
+  Json pod = Json::parse(R"json({
+    "metadata": {"namespace": "team", "labels": {"job": "j"}},
+    "spec": {"containers": [{"name": "main", "image": "kubetrain:0.1.0",
+      "args": ["train", "$(WHO)"],
+      "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "token"}}},
+              {"name": "WHO", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+      "resources": {"requests": {"memory": "1Gi"}}}]},
+    "status": {"phase": "Pending"}})json");
+  pod["metadata"]["name"] = name;
+  pod["metadata"]["uid"] = "uid-" + name;
+  pod["metadata"]["labels"]["name"] = name;
+  pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z";
+  pod["spec"]["restartPolicy"] = restart_policy;
+  pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu;
+  return pod;
+}
+
+class NodeAgentTest : public ::testing::Test {
+ protected:
+  NodeAgentTest() {
+    options_.node_name = "n1";
+    options_.capacity = {2000, int64_t{8} << 30, 10};
+    options_.entrypoint = "/opt/kubetrain";
+    options_.state_dir = dir_.path();
+    options_.restart_backoff = absl::Seconds(1);
+    options_.wall_now = [] { return absl::FromUnixSeconds(1700000000); };
+    api_.keys["Secret/team/tok/token"] = "s3cret";
+    agent_ = std::make_unique<NodeAgent>(api_, network_, launcher_, clock_, logger_, options_);
+  }
+  void Add(const Json& pod) { api_.pods["team/" + kube::Name(pod)] = pod; }
+  void Sync() { ASSERT_TRUE(agent_->SyncOnce().ok()); }
+  std::string Phase(const std::string& name) {
+    return kube::StringAt(api_.Pod("team/" + name), {"status", "phase"});
+  }
+  Json ContainerStatus(const std::string& name) {
+    return api_.Pod("team/" + name)["status"]["containerStatuses"][0];
+  }
+
+  data::testing_util::TempDir dir_;
+  FakeApi api_;
+  FakeNetwork network_;
+  FakeLauncher launcher_;
+  FakeClock clock_;
+  kube::NullLogger logger_;
+  NodeAgentOptions options_;
+  std::unique_ptr<NodeAgent> agent_;
+};
+
+TEST_F(NodeAgentTest, RegistersANodeWithItsCapacity) {
+  ASSERT_TRUE(agent_->Register().ok());
+  EXPECT_EQ(kube::Name(api_.node), "n1");
+  EXPECT_EQ(api_.node["status"]["capacity"]["cpu"], "2000m");
+  EXPECT_EQ(api_.node["status"]["allocatable"]["memory"], absl::StrCat(int64_t{8} << 30));
+  EXPECT_EQ(api_.node["status"]["conditions"][0]["type"], "Ready");
+  EXPECT_EQ(api_.node["status"]["conditions"][0]["status"], "True");
+}
+
+TEST_F(NodeAgentTest, BindsWhatFitsAndMarksTheRestUnschedulable) {
+  Add(MakePod("a", "Never", "1500m"));
+  Add(MakePod("b", "Never", "1"));  // 1.5 + 1 > 2 cpus
+  Sync();
+  EXPECT_THAT(api_.bindings, ElementsAre("team/a"));
+  const Json cond = api_.Pod("team/b")["status"]["conditions"][0];
+  EXPECT_EQ(cond["reason"], "Unschedulable");
+  EXPECT_THAT(cond["message"].get<std::string>(), HasSubstr("Insufficient cpu"));
+  // a ends: its cpu is free again, and b is bound.
+  launcher_.Exit(launcher_.PidOf("a"), 0);
+  Sync();
+  EXPECT_EQ(Phase("a"), "Succeeded");
+  Sync();
+  EXPECT_THAT(api_.bindings, ElementsAre("team/a", "team/b"));
+}
+
+TEST_F(NodeAgentTest, RunsTheContainerInItsNetworkWithItsEnvironment) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  const int pid = launcher_.PidOf("w");
+  ASSERT_NE(pid, 0);
+  const LaunchSpec& spec = launcher_.launched[pid];
+  EXPECT_THAT(spec.argv, ElementsAre("enter", "ns-uid-w", "/opt/kubetrain", "train", "w"));
+  EXPECT_THAT(spec.env,
+              ::testing::Contains(std::make_pair(std::string("TOKEN"), std::string("s3cret"))));
+  EXPECT_EQ(spec.log_path, dir_.path() + "/logs/team/w/main.log");
+  EXPECT_EQ(Phase("w"), "Running");
+  const Json status = api_.Pod("team/w")["status"];
+  EXPECT_EQ(status["podIP"], "10.0.0.2");
+  EXPECT_EQ(ContainerStatus("w")["ready"], true);
+  EXPECT_TRUE(ContainerStatus("w")["state"].contains("running"));
+}
+
+TEST_F(NodeAgentTest, AMissingSecretWaitsWithTheReasonAndRetries) {
+  api_.keys.clear();
+  Add(MakePod("w", "Never"));
+  Sync();
+  EXPECT_EQ(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Pending");
+  EXPECT_EQ(ContainerStatus("w")["state"]["waiting"]["reason"], "CreateContainerConfigError");
+  api_.keys["Secret/team/tok/token"] = "s3cret";
+  clock_.AdvanceSeconds(1.5);
+  Sync();
+  EXPECT_NE(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Running");
+}
+
+TEST_F(NodeAgentTest, ANetworkThatFailsToAttachIsRetriedAndThePodWaits) {
+  network_.fail_attach = true;
+  Add(MakePod("w", "Never"));
+  Sync();
+  EXPECT_EQ(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Pending");
+  EXPECT_EQ(ContainerStatus("w")["state"]["waiting"]["reason"], "NetworkNotReady");
+  network_.fail_attach = false;
+  Sync();  // still backing off
+  EXPECT_EQ(launcher_.PidOf("w"), 0);
+  clock_.AdvanceSeconds(1.5);
+  Sync();
+  EXPECT_NE(launcher_.PidOf("w"), 0);
+  EXPECT_EQ(Phase("w"), "Running");
+  EXPECT_EQ(api_.Pod("team/w")["status"]["podIP"], "10.0.0.2");
+}
+
+TEST_F(NodeAgentTest, OnFailureRestartsInPlaceAfterBackoffAndCounts) {
+  Add(MakePod("ps", "OnFailure"));
+  Sync();
+  const int first = launcher_.PidOf("ps");
+  launcher_.Exit(first, 137);
+  Sync();
+  EXPECT_EQ(ContainerStatus("ps")["restartCount"], 1);
+  EXPECT_EQ(ContainerStatus("ps")["lastState"]["terminated"]["exitCode"], 137);
+  EXPECT_EQ(ContainerStatus("ps")["lastState"]["terminated"]["signal"], 9);
+  EXPECT_EQ(ContainerStatus("ps")["state"]["waiting"]["reason"], "CrashLoopBackOff");
+  EXPECT_EQ(launcher_.launched.size(), 1u);  // still backing off
+  clock_.AdvanceSeconds(1.1);
+  Sync();
+  EXPECT_EQ(launcher_.launched.size(), 2u);
+  EXPECT_EQ(Phase("ps"), "Running");
+  // Same network: an in-place restart keeps the pod's address.
+  EXPECT_EQ(api_.Pod("team/ps")["status"]["podIP"], "10.0.0.2");
+  // Exit 0 under OnFailure ends the pod.
+  launcher_.Exit(launcher_.PidOf("ps"), 0);
+  Sync();
+  EXPECT_EQ(Phase("ps"), "Succeeded");
+  EXPECT_TRUE(network_.attached.empty());
+}
+
+TEST_F(NodeAgentTest, NeverFailsThePodWithTheExitCode) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  launcher_.Exit(launcher_.PidOf("w"), 129);
+  Sync();
+  EXPECT_EQ(Phase("w"), "Failed");
+  EXPECT_EQ(ContainerStatus("w")["state"]["terminated"]["exitCode"], 129);
+  EXPECT_EQ(ContainerStatus("w")["restartCount"], 0);
+  EXPECT_EQ(launcher_.launched.size(), 1u);
+  // A failed pod is never started again.
+  clock_.AdvanceSeconds(60);
+  Sync();
+  EXPECT_EQ(launcher_.launched.size(), 1u);
+}
+
+TEST_F(NodeAgentTest, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  const int pid = launcher_.PidOf("w");
+  launcher_.ignore_term = true;
+  api_.pods["team/w"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  api_.pods["team/w"]["metadata"]["deletionGracePeriodSeconds"] = 5;
+  Sync();
+  EXPECT_THAT(launcher_.signals, ElementsAre(std::make_pair(pid, SIGTERM)));
+  EXPECT_TRUE(api_.deleted.empty());
+  clock_.AdvanceSeconds(4);
+  Sync();
+  EXPECT_EQ(launcher_.signals.size(), 1u);
+  clock_.AdvanceSeconds(2);
+  Sync();  // SIGKILL
+  EXPECT_EQ(launcher_.signals.back(), std::make_pair(pid, SIGKILL));
+  Sync();  // reaped: released and deleted for good
+  EXPECT_THAT(api_.deleted, ElementsAre("team/w"));
+  EXPECT_TRUE(network_.attached.empty());
+  EXPECT_EQ(agent_->ActivePods(), 0);
+}
+
+TEST_F(NodeAgentTest, APodForceDeletedIsKilledAtOnce) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  const int pid = launcher_.PidOf("w");
+  api_.pods.erase("team/w");
+  Sync();
+  EXPECT_THAT(launcher_.signals, ElementsAre(std::make_pair(pid, SIGKILL)));
+  EXPECT_EQ(agent_->ActivePods(), 0);
+}
+
+TEST_F(NodeAgentTest, HostsResolveEveryServiceToItsPod) {
+  Json ps = MakePod("job-ps-0", "OnFailure");
+  Json worker = MakePod("job-worker-0", "Never");
+  Add(ps);
+  Add(worker);
+  for (const char* name : {"job-ps-0", "job-worker-0"}) {
+    api_.services.push_back({{"metadata", {{"name", name}, {"namespace", "team"}}},
+                             {"spec", {{"clusterIP", "None"}, {"selector", {{"name", name}}}}}});
+  }
+  Sync();  // started; IPs reported
+  Sync();  // hosts written from the reported IPs
+  const std::string hosts = network_.hosts["ns-uid-job-worker-0"];
+  EXPECT_THAT(hosts, HasSubstr("10.0.0.2\tjob-ps-0.team.svc.cluster.local"));
+  EXPECT_THAT(hosts, HasSubstr("10.0.0.3\tjob-worker-0.team.svc.cluster.local"));
+}
+
+TEST_F(NodeAgentTest, StatusIsPatchedOnlyWhenItChanges) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  const int patches = api_.status_patches;
+  Sync();
+  Sync();
+  EXPECT_EQ(api_.status_patches, patches);
+}
+
+TEST_F(NodeAgentTest, ShutdownStopsEveryPodAndReleasesNetworks) {
+  Add(MakePod("a", "Always"));
+  Add(MakePod("b", "Always"));
+  Sync();
+  launcher_.ignore_term = true;
+  int sleeps = 0;
+  agent_->Shutdown(absl::Seconds(2), [&](absl::Duration d) {
+    ++sleeps;
+    clock_.Advance(absl::ToInt64Nanoseconds(d));
+  });
+  EXPECT_GT(sleeps, 0);
+  int terms = 0, kills = 0;
+  for (const auto& [pid, sig] : launcher_.signals) {
+    terms += sig == SIGTERM;
+    kills += sig == SIGKILL;
+  }
+  EXPECT_EQ(terms, 2);
+  EXPECT_EQ(kills, 2);
+  EXPECT_TRUE(network_.attached.empty());
+  EXPECT_EQ(agent_->ActivePods(), 0);
+}
+
+}  // namespace
+}  // namespace kubetrain::node_agent

@@ -1,0 +1,156 @@
+// kubetrain-node-agent: the kubelet's part on one machine, for tests and
+// local demos (docs/e2e.md). Registers a Node, binds and runs pods as
+// process groups in network namespaces, reports their status; SIGTERM or
+// SIGINT stops every pod and removes the namespaces.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "kubetrain/clock.h"
+#include "operator/kube/cpprest_transport.h"
+#include "operator/kube/kube_client.h"
+#include "operator/kube/kube_config.h"
+#include "operator/kube/logger.h"
+#include "tools/node_agent/command_runner.h"
+#include "tools/node_agent/netns_network.h"
+#include "tools/node_agent/node_agent.h"
+#include "tools/node_agent/node_api.h"
+#include "tools/node_agent/process_launcher.h"
+#include "tools/node_agent/quantity.h"
+
+namespace {
+
+namespace na = kubetrain::node_agent;
+namespace kube = kubetrain::kube;
+constexpr char kLog[] = "node-agent";
+
+struct Options {
+  std::string kubeconfig;
+  std::string node_name = "kubetrain-node";
+  std::string cpu = "8";
+  std::string memory = "16Gi";
+  int64_t pods = 110;
+  std::string state_dir = "/tmp/kubetrain-node-agent";
+  std::string entrypoint;
+  std::string bridge = "kt0";
+  std::string subnet = "10.244.0";
+  double sync_seconds = 0.25;
+  double shutdown_grace_seconds = 10;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "kubetrain-node-agent: plays the kubelet (and a minimal scheduler) on this machine for "
+      "tests and local demos. Pods run as process groups, each in its own network namespace "
+      "on a bridge; needs root."};
+  app.add_option("--kubeconfig", o.kubeconfig, "kubeconfig ('' = $KUBECONFIG, ~/.kube/config)");
+  app.add_option("--node-name", o.node_name, "the Node to register")->capture_default_str();
+  app.add_option("--cpu", o.cpu, "CPU capacity (quantity)")->capture_default_str();
+  app.add_option("--memory", o.memory, "memory capacity (quantity)")->capture_default_str();
+  app.add_option("--pods", o.pods, "pod capacity")->capture_default_str();
+  app.add_option("--state-dir", o.state_dir, "logs/, pods/ (per-pod state files), work/")
+      ->capture_default_str();
+  app.add_option("--entrypoint", o.entrypoint,
+                 "what a container without `command` runs (the image's entrypoint), e.g. the "
+                 "kubetrain binary")
+      ->required();
+  app.add_option("--bridge", o.bridge, "bridge joining the pods' veths")->capture_default_str();
+  app.add_option("--subnet", o.subnet, "first three octets of the pods' /24")
+      ->capture_default_str();
+  app.add_option("--sync-interval", o.sync_seconds, "seconds between passes")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", o.shutdown_grace_seconds,
+                 "seconds between SIGTERM and SIGKILL for the pods on shutdown")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kInfo);
+  na::NodeAgentOptions options;
+  options.node_name = o.node_name;
+  options.entrypoint = o.entrypoint;
+  options.state_dir = o.state_dir;
+  absl::StatusOr<int64_t> cpu = na::ParseCpuMillis(o.cpu);
+  absl::StatusOr<int64_t> memory = na::ParseBytes(o.memory);
+  if (!cpu.ok() || !memory.ok() || o.pods <= 0) {
+    std::cerr << "kubetrain-node-agent: bad capacity: "
+              << (!cpu.ok()      ? cpu.status().message()
+                  : !memory.ok() ? memory.status().message()
+                                 : "--pods must be > 0")
+              << "\n";
+    return 2;
+  }
+  options.capacity = {*cpu, *memory, o.pods};
+
+  // Signals go to sigtimedwait below, which is also the loop's sleep.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  kube::RealConfigEnvironment env;
+  kubetrain::RealClock clock;
+  absl::StatusOr<kube::KubeConfig> config = kube::ResolveKubeConfig(o.kubeconfig, "", env);
+  if (!config.ok()) {
+    logger.Error(kLog, absl::StrCat("kubeconfig: ", config.status().message()));
+    return 1;
+  }
+  kube::TransportOptions transport_options;
+  transport_options.user_agent = "kubetrain-node-agent/0.1";
+  absl::StatusOr<std::unique_ptr<kube::CpprestTransport>> transport =
+      kube::CpprestTransport::Create(*config, transport_options, env, clock);
+  if (!transport.ok()) {
+    logger.Error(kLog,
+                 absl::StrCat("kubeconfig ", config->source, ": ", transport.status().message()));
+    return 1;
+  }
+  kube::KubeClient client(std::move(*transport));
+  na::KubeNodeApi api(client);
+  na::RealCommandRunner runner;
+  na::NetnsOptions net_options;
+  net_options.bridge = o.bridge;
+  net_options.subnet_prefix = o.subnet;
+  na::NetnsNetwork network(runner, net_options);
+  if (absl::Status s = network.Init(); !s.ok()) {
+    logger.Error(kLog, absl::StrCat("no pod network: ", s.message(),
+                                    ". The node agent needs root for network namespaces; "
+                                    "without it, run jobs with `kubetrain run job.yaml` instead"));
+    return 1;
+  }
+  na::RealProcessLauncher launcher;
+  na::NodeAgent agent(api, network, launcher, clock, logger, options);
+  if (absl::Status s = agent.Register(); !s.ok()) {
+    logger.Error(kLog, absl::StrCat("registering node ", o.node_name, ": ", s.message()));
+    return 1;
+  }
+  logger.Info(kLog, absl::StrCat("node ", o.node_name, " registered on ", config->server, " (cpu ",
+                                 o.cpu, ", memory ", o.memory, ", pods ", o.pods, "); pods get ",
+                                 network.Describe(), "; logs in ", o.state_dir, "/logs"));
+  const absl::Duration interval = absl::Seconds(o.sync_seconds);
+  std::string last_error;
+  for (;;) {
+    absl::Status s = agent.SyncOnce();
+    const std::string error = s.ok() ? "" : std::string(s.message());
+    if (error != last_error && !error.empty()) logger.Warning(kLog, absl::StrCat("pass: ", error));
+    last_error = error;
+    timespec ts = absl::ToTimespec(interval);
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT) {
+      logger.Info(kLog, absl::StrCat("signal ", sig, ": stopping every pod"));
+      break;
+    }
+  }
+  agent.Shutdown(absl::Seconds(o.shutdown_grace_seconds),
+                 [](absl::Duration d) { absl::SleepFor(d); });
+  logger.Info(kLog, "stopped");
+  return 0;
+}

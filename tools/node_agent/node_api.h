@@ -1,0 +1,66 @@
+// NodeApi: what the node agent reads and writes in the Kubernetes API, so the
+// agent's decisions can be tested against a fake. KubeNodeApi is the real
+// one over kube::KubeClient. Implementations are thread-safe.
+#ifndef KUBETRAIN_TOOLS_NODE_AGENT_NODE_API_H_
+#define KUBETRAIN_TOOLS_NODE_AGENT_NODE_API_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "operator/kube/kube_client.h"
+
+namespace kubetrain::node_agent {
+
+class NodeApi {
+ public:
+  virtual ~NodeApi() = default;
+  // Creates the Node, or replaces the status of the one that exists.
+  virtual absl::Status RegisterNode(const nlohmann::json& node) = 0;
+  // Every pod in every namespace.
+  virtual absl::StatusOr<std::vector<nlohmann::json>> ListPods() = 0;
+  // Every Service in every namespace.
+  virtual absl::StatusOr<std::vector<nlohmann::json>> ListServices() = 0;
+  // Key `key` of Secret or ConfigMap (`kind`), decoded. NotFound when the
+  // object or key is missing.
+  virtual absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,
+                                              const std::string& name, const std::string& key) = 0;
+  // Binds the pod to `node` (the pods/binding subresource).
+  virtual absl::Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
+                            const std::string& node) = 0;
+  // Merge-patches the pod's status subresource.
+  virtual absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
+                                      const nlohmann::json& status) = 0;
+  // Deletes the pod for good (grace period 0, precondition on uid): the
+  // kubelet's last step after its containers stopped.
+  virtual absl::Status DeletePod(const std::string& ns, const std::string& name,
+                                 const std::string& uid) = 0;
+};
+
+inline constexpr kube::ResourceType kNodes{"", "v1", "nodes", "Node", false};
+
+class KubeNodeApi final : public NodeApi {
+ public:
+  // Borrows `client`.
+  explicit KubeNodeApi(kube::KubeClient& client) : client_(client) {}
+  absl::Status RegisterNode(const nlohmann::json& node) override;
+  absl::StatusOr<std::vector<nlohmann::json>> ListPods() override;
+  absl::StatusOr<std::vector<nlohmann::json>> ListServices() override;
+  absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,
+                                      const std::string& name, const std::string& key) override;
+  absl::Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
+                    const std::string& node) override;
+  absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
+                              const nlohmann::json& status) override;
+  absl::Status DeletePod(const std::string& ns, const std::string& name,
+                         const std::string& uid) override;
+
+ private:
+  kube::KubeClient& client_;
+};
+
+}  // namespace kubetrain::node_agent
+
+#endif  // KUBETRAIN_TOOLS_NODE_AGENT_NODE_API_H_
