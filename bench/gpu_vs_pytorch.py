@@ -14,7 +14,9 @@ steps, with torch.cuda.synchronize() around the timed region.
 
 It needs PyTorch with a usable GPU for --device cuda: without one it prints
 `skipped: <reason>` and exits 0 (a CPU-only machine cannot give the figure).
-With --device cpu both sides run on the CPU (argument and plumbing checks).
+With --device cpu both sides run on the CPU (argument and plumbing checks);
+without PyTorch there the torch column is `-` and a `# torch skipped` line
+says why.
 """
 import argparse
 import json
@@ -117,22 +119,31 @@ def torch_samples_per_second(torch, a, model, batch):
 
 def main(argv):
     a = parse_args(argv)
+    torch, why = None, ""
     try:
         import torch  # noqa: PLC0415 (optional: present on the GPU machine)
     except ImportError as e:
-        print(f"skipped: PyTorch is not installed ({e})")
+        why = f"PyTorch is not installed ({e})"
+    if torch is not None and a.device == "cuda" and not torch.cuda.is_available():
+        torch, why = None, "PyTorch sees no usable GPU (torch.cuda.is_available() is False)"
+    if torch is None and a.device == "cuda":
+        print(f"skipped: {why}")
         return 0
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("skipped: PyTorch sees no usable GPU (torch.cuda.is_available() is False)")
-        return 0
-    torch.backends.cuda.matmul.allow_tf32 = a.tf32
-    torch.backends.cudnn.allow_tf32 = a.tf32
-    print(f"# device={a.device} torch={torch.__version__} steps={a.steps} warmup={a.warmup} "
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+    version = torch.__version__ if torch is not None else "-"
+    print(f"# device={a.device} torch={version} steps={a.steps} warmup={a.warmup} "
           f"tf32={'on' if a.tf32 else 'off'}")
+    if torch is None:
+        print(f"# torch skipped: {why}")
     print("model batch kubetrain_samples_s torch_samples_s ratio")
     for model in a.models:
         for batch in a.batch_sizes:
             kt = kubetrain_samples_per_second(a, model, batch)
+            if torch is None:
+                print(f"{model} {batch} {kt:.0f} - -", flush=True)
+                continue
             pt = torch_samples_per_second(torch, a, model, batch)
             print(f"{model} {batch} {kt:.0f} {pt:.0f} {kt / pt:.2f}", flush=True)
     return 0
