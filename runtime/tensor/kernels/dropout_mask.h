@@ -36,9 +36,11 @@ inline DropoutParams MakeDropoutParams(uint64_t seed, uint64_t call, float rate)
 // mask[i] = scale or 0, y[i] = x[i] * mask[i] for i in [begin, end).
 KT_HOST_DEVICE inline void DropoutForward(const DropoutParams& p, int64_t begin, int64_t end,
                                           const float* x, float* mask, float* y) {
+  const uint64_t base = p.base, threshold = p.threshold;  // locals: y may alias p.scale
+  const float scale = p.scale;
   for (int64_t i = begin; i < end; ++i) {
-    const uint64_t r = SplitMix64(p.base + static_cast<uint64_t>(i)) >> 40;
-    mask[i] = r >= p.threshold ? p.scale : 0.0f;
+    const uint64_t r = SplitMix64(base + static_cast<uint64_t>(i)) >> 40;
+    mask[i] = r >= threshold ? scale : 0.0f;
     y[i] = x[i] * mask[i];
   }
 }

@@ -21,16 +21,20 @@ struct SgdParams {
 
 // d = g + wd * p; with momentum v = mu * v + d and p -= lr * (nesterov ?
 // d + mu * v : v); without (v unused, may be null) p -= lr * d.
+// The options are copied into locals first: stores through p and v may
+// alias a float member of `o`, which would keep the loop from vectorising.
 KT_HOST_DEVICE inline void SgdUpdate(const SgdParams& o, int64_t begin, int64_t end, float* p,
                                      const float* g, float* v) {
-  if (o.momentum == 0.0f) {
-    for (int64_t i = begin; i < end; ++i) p[i] -= o.lr * (g[i] + o.weight_decay * p[i]);
+  const float lr = o.lr, wd = o.weight_decay, mu = o.momentum;
+  const bool nesterov = o.nesterov;
+  if (mu == 0.0f) {
+    for (int64_t i = begin; i < end; ++i) p[i] -= lr * (g[i] + wd * p[i]);
     return;
   }
   for (int64_t i = begin; i < end; ++i) {
-    const float d = g[i] + o.weight_decay * p[i];
-    v[i] = o.momentum * v[i] + d;
-    p[i] -= o.lr * (o.nesterov ? d + o.momentum * v[i] : v[i]);
+    const float d = g[i] + wd * p[i];
+    v[i] = mu * v[i] + d;
+    p[i] -= lr * (nesterov ? d + mu * v[i] : v[i]);
   }
 }
 
@@ -42,11 +46,12 @@ struct AdamParams {
 
 KT_HOST_DEVICE inline void AdamUpdate(const AdamParams& o, int64_t begin, int64_t end, float* p,
                                       const float* g, float* m, float* v) {
+  const float step = o.step, b1 = o.beta1, b2 = o.beta2, wd = o.weight_decay, eps = o.epsilon;
   for (int64_t i = begin; i < end; ++i) {
-    const float d = g[i] + o.weight_decay * p[i];
-    m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * d;
-    v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * d * d;
-    p[i] -= o.step * m[i] / (sqrtf(v[i]) + o.epsilon);
+    const float d = g[i] + wd * p[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * d;
+    v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+    p[i] -= step * m[i] / (sqrtf(v[i]) + eps);
   }
 }
 
