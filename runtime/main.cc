@@ -77,6 +77,12 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
                   "compute threads: OpenBLAS and the element loops (0 = every available CPU)")
       ->capture_default_str();
   // Distributed training: the role comes from TF_CONFIG.
+  cmd->add_option("--device", o.device,
+                  "Where to train: auto (the first GPU, else the CPU), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  cmd->add_flag("--tf32", o.tf32,
+                "cuda: let cuBLAS round GEMM inputs to TF32 on tensor cores (faster; about "
+                "1e-3 relative error)");
   cmd->add_option("--exchange-mode", o.exchange_mode,
                   "Parameter-server mode: sync, async or ssp:<bound>")
       ->capture_default_str();

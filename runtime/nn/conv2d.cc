@@ -199,7 +199,91 @@ void Conv2D::BackwardDirect(const TensorView& in, const TensorView& out, const T
   }
 }
 
+::kubetrain::kernels::ConvShape Conv2D::ConvShapeOf() const {
+  return {in_h_, in_w_, in_c_, out_h_, out_w_, opt_.kernel, opt_.stride, pad_};
+}
+
+int64_t Conv2D::DeviceGroupImages() const {
+  constexpr int64_t kDeviceColFloats = (int64_t{64} << 20) / sizeof(float);
+  return std::max<int64_t>(1, kDeviceColFloats / (out_h_ * out_w_ * patch_));
+}
+
+int64_t Conv2D::ScratchBytes(int64_t batch) const {
+  if (opt_.algorithm != ConvAlgorithm::kDevice && device().host_memory()) return 0;
+  const int64_t group = std::min(batch, DeviceGroupImages());
+  const int64_t col = group * out_h_ * out_w_ * patch_;
+  const int64_t gy = relu_ ? batch * out_h_ * out_w_ * opt_.filters : 0;
+  return (2 * col + gy) * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status Conv2D::Reserve(int64_t batch) {
+  if (!OnDevicePath()) return absl::OkStatus();
+  const size_t col =
+      static_cast<size_t>(std::min(batch, DeviceGroupImages()) * out_h_ * out_w_ * patch_) *
+      sizeof(float);
+  if (absl::Status s = EnsureBytes(device(), dev_col_, col); !s.ok()) return s;
+  if (absl::Status s = EnsureBytes(device(), dev_dcol_, col); !s.ok()) return s;
+  if (!relu_) return absl::OkStatus();
+  return EnsureBytes(device(), dev_gy_,
+                     static_cast<size_t>(batch * out_h_ * out_w_ * opt_.filters) * sizeof(float));
+}
+
+void Conv2D::ForwardOnDevice(const TensorView& in, const TensorView& out) {
+  ComputeDevice& d = device();
+  const ::kubetrain::kernels::ConvShape g = ConvShapeOf();
+  const int64_t n = in.dim(0), pixels = out_h_ * out_w_, f = opt_.filters;
+  const int64_t group = std::min(n, DeviceGroupImages());
+  GrowScratch(dev_col_, static_cast<size_t>(group * pixels * patch_) * sizeof(float));
+  d.BroadcastRows(b_.data(), n * pixels, f, out.data());
+  for (int64_t first = 0; first < n; first += group) {
+    const int64_t count = std::min(group, n - first);
+    const int64_t rows = count * pixels;
+    d.Im2Col(g, count, in.data() + first * g.in_image(), dev_col_.data());
+    // y{rows, F} += col{rows, patch} * W^T{patch, F}
+    d.Gemm(Trans::kNo, Trans::kYes, rows, f, patch_, 1.0f, dev_col_.data(), patch_, w_.data(),
+           patch_, 1.0f, out.data() + first * pixels * f, f);
+  }
+  if (relu_) d.ReluForward(out.data(), out.data(), n * pixels * f);
+}
+
+void Conv2D::BackwardOnDevice(const TensorView& in, const TensorView& out,
+                              const TensorView& grad_out, const TensorView* grad_in) {
+  ComputeDevice& d = device();
+  const ::kubetrain::kernels::ConvShape g = ConvShapeOf();
+  const int64_t n = in.dim(0), pixels = out_h_ * out_w_, f = opt_.filters;
+  const int64_t group = std::min(n, DeviceGroupImages());
+  const size_t col_bytes = static_cast<size_t>(group * pixels * patch_) * sizeof(float);
+  GrowScratch(dev_col_, col_bytes);
+  GrowScratch(dev_dcol_, col_bytes);
+  const float* gy = grad_out.data();
+  if (relu_) {
+    GrowScratch(dev_gy_, static_cast<size_t>(n * pixels * f) * sizeof(float));
+    d.ReluBackward(out.data(), gy, dev_gy_.data(), n * pixels * f);
+    gy = dev_gy_.data();
+  }
+  d.SumRows(gy, n * pixels, f, db_.data());
+  for (int64_t first = 0; first < n; first += group) {
+    const int64_t count = std::min(group, n - first);
+    const int64_t rows = count * pixels;
+    const float* gyg = gy + first * pixels * f;
+    d.Im2Col(g, count, in.data() + first * g.in_image(), dev_col_.data());
+    // dW{F, patch} (+)= dY^T{F, rows} * col{rows, patch}
+    d.Gemm(Trans::kYes, Trans::kNo, f, patch_, rows, 1.0f, gyg, f, dev_col_.data(), patch_,
+           first == 0 ? 0.0f : 1.0f, dw_.data(), patch_);
+    if (grad_in != nullptr) {
+      // dcol{rows, patch} = dY{rows, F} * W{F, patch}
+      d.Gemm(Trans::kNo, Trans::kNo, rows, patch_, f, 1.0f, gyg, f, w_.data(), patch_, 0.0f,
+             dev_dcol_.data(), patch_);
+      d.Col2Im(g, count, dev_dcol_.data(), grad_in->data() + first * g.in_image());
+    }
+  }
+}
+
 void Conv2D::Forward(const TensorView& in, const TensorView& out, bool training) {
+  if (OnDevicePath()) {
+    ForwardOnDevice(in, out);
+    return;
+  }
   if (direct_) {
     ForwardDirect(in, out);
     return;
@@ -229,6 +313,10 @@ void Conv2D::Forward(const TensorView& in, const TensorView& out, bool training)
 
 void Conv2D::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                       const TensorView* grad_in) {
+  if (OnDevicePath()) {
+    BackwardOnDevice(in, out, grad_out, grad_in);
+    return;
+  }
   if (direct_) {
     BackwardDirect(in, out, grad_out, grad_in);
     return;
@@ -284,7 +372,10 @@ int64_t Conv2D::BackwardFlops(int64_t batch) const { return 2 * ForwardFlops(bat
 
 std::string Conv2D::Describe() const {
   return absl::StrCat("conv2d(filters=", opt_.filters, ", kernel=", opt_.kernel,
-                      ", stride=", opt_.stride, ", padding=", pad_, direct_ ? ", direct)" : ")");
+                      ", stride=", opt_.stride, ", padding=", pad_,
+                      opt_.algorithm == ConvAlgorithm::kDevice ? ", device)"
+                      : direct_                                ? ", direct)"
+                                                               : ")");
 }
 
 }  // namespace kubetrain::nn

@@ -9,6 +9,10 @@
 // thread count).
 // Weights are {filters, kernel_h, kernel_w, in_channels}; bias {filters}.
 // Padding "same" (stride 1 keeps the size) or "valid" or an explicit count.
+// On a device without host memory (a GPU), and on any device with
+// ConvAlgorithm::kDevice, the layer runs im2col + GEMM through its
+// ComputeDevice's operations instead: one GEMM per group of whole images
+// whose im2col matrix fits in kDeviceColBytes, col2im as a gather.
 // Not thread-safe (keeps per-chunk scratch buffers).
 #ifndef KUBETRAIN_RUNTIME_NN_CONV2D_H_
 #define KUBETRAIN_RUNTIME_NN_CONV2D_H_
@@ -18,6 +22,7 @@
 #include "runtime/nn/direct_conv.h"
 #include "runtime/nn/layer.h"
 #include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/kernels/im2col.h"
 
 namespace kubetrain::nn {
 
@@ -25,6 +30,7 @@ enum class ConvAlgorithm {
   kAuto,    // kDirect for patches (kernel^2 * in_channels) under 32 values, else kIm2Col
   kIm2Col,  // im2col + GEMM
   kDirect,  // runtime/nn/direct_conv.h
+  kDevice,  // im2col + GEMM through the ComputeDevice (what GPUs run)
 };
 
 struct Conv2DOptions {
@@ -52,6 +58,8 @@ class Conv2D : public Layer {
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
   int64_t InputGradFlops(int64_t batch) const override { return ForwardFlops(batch); }
+  absl::Status Reserve(int64_t batch) override;
+  int64_t ScratchBytes(int64_t batch) const override;
   bool FuseRelu() override {
     relu_ = true;
     return true;
@@ -67,6 +75,15 @@ class Conv2D : public Layer {
 
   // Images per GEMM: as many as keep the im2col matrix near kColBytes.
   int64_t GroupImages() const;
+  // The device path (see above), and its images per GEMM.
+  bool OnDevicePath() {
+    return opt_.algorithm == ConvAlgorithm::kDevice || !device().host_memory();
+  }
+  int64_t DeviceGroupImages() const;
+  ::kubetrain::kernels::ConvShape ConvShapeOf() const;
+  void ForwardOnDevice(const TensorView& in, const TensorView& out);
+  void BackwardOnDevice(const TensorView& in, const TensorView& out, const TensorView& grad_out,
+                        const TensorView* grad_in);
   void EnsureScratch(int chunks, bool backward);
   ConvGeometry Geometry() const;
   // wt_ = W transposed to {kernel, kernel, in_c, filters}.
@@ -87,8 +104,9 @@ class Conv2D : public Layer {
   TensorView w_, b_, dw_, db_;
   bool direct_ = false;
   bool relu_ = false;
-  std::vector<Scratch> scratch_;  // one per ParallelFor chunk
-  AlignedBuffer wt_;              // direct only
+  std::vector<Scratch> scratch_;              // one per ParallelFor chunk
+  AlignedBuffer wt_;                          // direct only
+  DeviceBuffer dev_col_, dev_dcol_, dev_gy_;  // device path
 };
 
 }  // namespace kubetrain::nn

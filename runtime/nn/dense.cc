@@ -1,12 +1,8 @@
 #include "runtime/nn/dense.h"
 
-#include <cstring>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/init.h"
-#include "runtime/nn/kernels/relu.h"
-#include "runtime/tensor/parallel_gemm.h"
 
 namespace kubetrain::nn {
 
@@ -40,37 +36,42 @@ void Dense::InitParams(std::mt19937_64& rng) {
   Fill(b_, 0.0f);
 }
 
+absl::Status Dense::Reserve(int64_t batch) {
+  if (!relu_) return absl::OkStatus();
+  return EnsureBytes(device(), masked_, static_cast<size_t>(ScratchBytes(batch)));
+}
+
+int64_t Dense::ScratchBytes(int64_t batch) const {
+  return relu_ ? batch * units_ * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
 void Dense::Forward(const TensorView& in, const TensorView& out, bool training) {
+  ComputeDevice& d = device();
   const int64_t n = in.dim(0);
   // Broadcast the bias into out, then out += in * W^T.
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(out.data() + i * units_, b_.data(), units_ * sizeof(float));
-  }
-  ParallelGemm(Trans::kNo, Trans::kYes, n, units_, inputs_, 1.0f, in.data(), inputs_, w_.data(),
-               inputs_, 1.0f, out.data(), units_);
-  if (relu_) kernels::ReluForward(0, n * units_, out.data(), out.data());
+  d.BroadcastRows(b_.data(), n, units_, out.data());
+  d.Gemm(Trans::kNo, Trans::kYes, n, units_, inputs_, 1.0f, in.data(), inputs_, w_.data(), inputs_,
+         1.0f, out.data(), units_);
+  if (relu_) d.ReluForward(out.data(), out.data(), n * units_);
 }
 
 void Dense::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                      const TensorView* grad_in) {
+  ComputeDevice& d = device();
   const int64_t n = in.dim(0);
   const float* gy = grad_out.data();
   if (relu_) {
-    masked_.EnsureSize(static_cast<size_t>(n * units_));
-    kernels::ReluBackward(0, n * units_, out.data(), gy, masked_.data());
+    GrowScratch(masked_, static_cast<size_t>(ScratchBytes(n)));
+    d.ReluBackward(out.data(), gy, masked_.data(), n * units_);
     gy = masked_.data();
   }
   // dW = dY^T * X ; db = sum_rows(dY) ; dX = dY * W
-  ParallelGemm(Trans::kYes, Trans::kNo, units_, inputs_, n, 1.0f, gy, units_, in.data(), inputs_,
-               0.0f, dw_.data(), inputs_);
-  Fill(db_, 0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* g = gy + i * units_;
-    for (int64_t j = 0; j < units_; ++j) db_[j] += g[j];
-  }
+  d.Gemm(Trans::kYes, Trans::kNo, units_, inputs_, n, 1.0f, gy, units_, in.data(), inputs_, 0.0f,
+         dw_.data(), inputs_);
+  d.SumRows(gy, n, units_, db_.data());
   if (grad_in != nullptr) {
-    ParallelGemm(Trans::kNo, Trans::kNo, n, inputs_, units_, 1.0f, gy, units_, w_.data(), inputs_,
-                 0.0f, grad_in->data(), inputs_);
+    d.Gemm(Trans::kNo, Trans::kNo, n, inputs_, units_, 1.0f, gy, units_, w_.data(), inputs_, 0.0f,
+           grad_in->data(), inputs_);
   }
 }
 

@@ -1,10 +1,9 @@
 // Dense (fully connected): out = in * W^T + b, W is {units, inputs}.
-// Not thread-safe.
+// Computes through its ComputeDevice (layer.h). Not thread-safe.
 #ifndef KUBETRAIN_RUNTIME_NN_DENSE_H_
 #define KUBETRAIN_RUNTIME_NN_DENSE_H_
 
 #include "runtime/nn/layer.h"
-#include "runtime/tensor/aligned_buffer.h"
 
 namespace kubetrain::nn {
 
@@ -24,6 +23,8 @@ class Dense : public Layer {
   int64_t ForwardFlops(int64_t batch) const override;
   int64_t BackwardFlops(int64_t batch) const override;
   int64_t InputGradFlops(int64_t batch) const override { return 2 * batch * units_ * inputs_; }
+  absl::Status Reserve(int64_t batch) override;
+  int64_t ScratchBytes(int64_t batch) const override;
   bool FuseRelu() override {
     relu_ = true;
     return true;
@@ -36,7 +37,7 @@ class Dense : public Layer {
   int w_index_ = -1, b_index_ = -1;
   TensorView w_, b_, dw_, db_;
   bool relu_ = false;
-  AlignedBuffer masked_;  // grad_out through the fused ReLU
+  DeviceBuffer masked_;  // grad_out through the fused ReLU
 };
 
 }  // namespace kubetrain::nn

@@ -1,46 +1,38 @@
 #include "runtime/nn/dropout.h"
 
-#include <cstring>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/tensor/kernels/dropout_mask.h"
 
 namespace kubetrain::nn {
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 absl::StatusOr<Shape> Dropout::Build(const Shape& input_shape) {
   if (!(rate_ >= 0.0f && rate_ < 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("rate must be in [0, 1), got ", rate_));
   }
+  sample_ = NumElements(input_shape);
   return input_shape;
+}
+
+int64_t Dropout::ScratchBytes(int64_t batch) const {
+  return rate_ > 0.0f ? batch * sample_ * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+absl::Status Dropout::Reserve(int64_t batch) {
+  if (rate_ <= 0.0f) return absl::OkStatus();
+  return EnsureBytes(device(), mask_, static_cast<size_t>(ScratchBytes(batch)));
 }
 
 void Dropout::Forward(const TensorView& in, const TensorView& out, bool training) {
   const int64_t n = in.size();
   last_training_ = training && rate_ > 0.0f;
   if (!last_training_) {
-    std::memcpy(out.data(), in.data(), static_cast<size_t>(n) * sizeof(float));
+    device().Copy(in.data(), out.data(), n);
     return;
   }
-  mask_.resize(static_cast<size_t>(n));
-  const float scale = 1.0f / (1.0f - rate_);
-  const uint64_t base = SplitMix64(seed_ ^ SplitMix64(calls_++));
-  // Keep when the top 24 bits, as a fraction of 2^24, are >= rate.
-  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(rate_) * (1 << 24));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t r = SplitMix64(base + static_cast<uint64_t>(i)) >> 40;
-    mask_[i] = r >= threshold ? scale : 0.0f;
-    out[i] = in[i] * mask_[i];
-  }
+  GrowScratch(mask_, static_cast<size_t>(n) * sizeof(float));
+  device().DropoutForward(::kubetrain::kernels::MakeDropoutParams(seed_, calls_++, rate_),
+                          in.data(), mask_.data(), out.data(), n);
 }
 
 void Dropout::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
@@ -48,10 +40,10 @@ void Dropout::Backward(const TensorView& in, const TensorView& out, const Tensor
   if (grad_in == nullptr) return;
   const int64_t n = grad_out.size();
   if (!last_training_) {
-    std::memcpy(grad_in->data(), grad_out.data(), static_cast<size_t>(n) * sizeof(float));
+    device().Copy(grad_out.data(), grad_in->data(), n);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) (*grad_in)[i] = grad_out[i] * mask_[i];
+  device().Multiply(grad_out.data(), mask_.data(), grad_in->data(), n);
 }
 
 std::string Dropout::Describe() const { return absl::StrCat("dropout(rate=", rate_, ")"); }

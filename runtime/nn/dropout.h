@@ -2,11 +2,11 @@
 // 1 - rate and scaled by 1 / (1 - rate); at inference it is the identity.
 // The mask comes from a counter-based hash of (seed, call, element), so runs
 // are reproducible and Reseed() replays a mask exactly (used by gradient
-// checks). Not thread-safe.
+// checks); the hash is runtime/tensor/kernels/dropout_mask.h, so every
+// device draws the same mask. Computes through its ComputeDevice (layer.h).
+// Not thread-safe.
 #ifndef KUBETRAIN_RUNTIME_NN_DROPOUT_H_
 #define KUBETRAIN_RUNTIME_NN_DROPOUT_H_
-
-#include <vector>
 
 #include "runtime/nn/layer.h"
 
@@ -22,6 +22,8 @@ class Dropout : public Layer {
   void Forward(const TensorView& in, const TensorView& out, bool training) override;
   void Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                 const TensorView* grad_in) override;
+  absl::Status Reserve(int64_t batch) override;
+  int64_t ScratchBytes(int64_t batch) const override;
   std::string Describe() const override;
 
   // Restarts the mask sequence: the next training Forward uses call 0.
@@ -35,7 +37,8 @@ class Dropout : public Layer {
   uint64_t seed_ = 0;
   uint64_t calls_ = 0;
   bool last_training_ = false;
-  std::vector<float> mask_;  // 0 or 1/(1-rate) per element of the last batch
+  int64_t sample_ = 0;  // values per sample
+  DeviceBuffer mask_;   // 0 or 1/(1-rate) per element of the last batch
 };
 
 }  // namespace kubetrain::nn

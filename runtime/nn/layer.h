@@ -2,8 +2,12 @@
 // images are NHWC ({batch, height, width, channels}), so a convolution is a
 // single GEMM over the whole batch.
 //
-// Lifecycle: Build(input shape) -> DeclareParams(flat) -> BindParams(flat)
-// -> InitParams(rng) -> Forward/Backward many times.
+// Lifecycle: SetDevice -> Build(input shape) -> DeclareParams(flat) ->
+// BindParams(flat) -> InitParams(rng) -> Reserve(batch) -> Forward/Backward
+// many times. Every tensor a layer gets or keeps lives in its device's
+// memory, and it computes through that ComputeDevice (the CPU unless the
+// model sets another); InitParams always writes host memory (the model
+// binds a host copy of the parameters for it).
 // Backward OVERWRITES the layer's parameter gradients with d(loss)/d(param)
 // for the batch (it does not accumulate across calls).
 // Not thread-safe: a layer holds per-batch scratch state.
@@ -15,6 +19,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/tensor/compute_device.h"
+#include "runtime/tensor/cpu_device.h"
 #include "runtime/tensor/flat_buffer.h"
 #include "runtime/tensor/shape.h"
 #include "runtime/tensor/tensor_view.h"
@@ -24,6 +30,14 @@ namespace kubetrain::nn {
 class Layer {
  public:
   virtual ~Layer() = default;
+
+  // The device Forward and Backward compute on; borrowed, outlives the
+  // layer. Set before Build; the layer's own CpuDevice when never set.
+  void SetDevice(ComputeDevice* device) { device_ = device; }
+  ComputeDevice& device() { return device_ != nullptr ? *device_ : cpu_; }
+  const ComputeDevice& device() const {
+    return device_ != nullptr ? *device_ : static_cast<const ComputeDevice&>(cpu_);
+  }
 
   // Kind as written in model files: "dense", "conv2d", ...
   virtual std::string kind() const = 0;
@@ -39,6 +53,12 @@ class Layer {
   virtual void BindParams(FlatParameters& flat) {}
   virtual void InitParams(std::mt19937_64& rng) {}
   virtual int64_t NumParams() const { return 0; }
+
+  // Allocates the scratch Forward and Backward need for batches of up to
+  // `batch` on the device (larger batches grow it later);
+  // ResourceExhausted when it does not fit. ScratchBytes says how much.
+  virtual absl::Status Reserve(int64_t batch) { return absl::OkStatus(); }
+  virtual int64_t ScratchBytes(int64_t batch) const { return 0; }
 
   // in: {N, input_shape...}; out: {N, output_shape...}, preallocated.
   virtual void Forward(const TensorView& in, const TensorView& out, bool training) = 0;
@@ -66,6 +86,15 @@ class Layer {
 
   // Human-readable configuration, e.g. "dense(units=128)".
   virtual std::string Describe() const { return kind(); }
+
+ protected:
+  // Grows a scratch buffer on the device; failing here is a programmer
+  // error (Reserve sized it at start), so it is a check.
+  void GrowScratch(DeviceBuffer& buffer, size_t bytes);
+
+ private:
+  ComputeDevice* device_ = nullptr;
+  CpuDevice cpu_;
 };
 
 }  // namespace kubetrain::nn

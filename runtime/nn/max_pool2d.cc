@@ -3,24 +3,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/kernels/max_pool.h"
-#include "runtime/tensor/kernels/cpu_clones.h"
-#include "runtime/tensor/parallel_for.h"
 
 namespace kubetrain::nn {
-namespace {
-
-// CPU launch wrappers: the kernels vectorised for the CPU's best ISA.
-KT_CPU_CLONES void ForwardImages(const kernels::MaxPoolGeometry& g, int64_t begin, int64_t end,
-                                 const float* x, float* y, int32_t* argmax) {
-  kernels::MaxPoolForward(g, begin, end, x, y, argmax);
-}
-
-KT_CPU_CLONES void BackwardImages(const kernels::MaxPoolGeometry& g, int64_t begin, int64_t end,
-                                  const float* gy, const int32_t* argmax, float* gx) {
-  kernels::MaxPoolBackward(g, begin, end, gy, argmax, gx);
-}
-
-}  // namespace
 
 absl::StatusOr<Shape> MaxPool2D::Build(const Shape& input_shape) {
   if (size_ <= 0) {
@@ -42,23 +26,26 @@ absl::StatusOr<Shape> MaxPool2D::Build(const Shape& input_shape) {
   return Shape{out_h_, out_w_, c_};
 }
 
+int64_t MaxPool2D::ScratchBytes(int64_t batch) const {
+  return batch * out_h_ * out_w_ * c_ * static_cast<int64_t>(sizeof(int32_t));
+}
+
+absl::Status MaxPool2D::Reserve(int64_t batch) {
+  return EnsureBytes(device(), argmax_, static_cast<size_t>(ScratchBytes(batch)));
+}
+
 void MaxPool2D::Forward(const TensorView& in, const TensorView& out, bool training) {
   const int64_t n = in.dim(0);
   const kernels::MaxPoolGeometry g{in_h_, in_w_, c_, out_h_, out_w_, size_, stride_};
-  argmax_.resize(static_cast<size_t>(n * g.out_image()));
-  ParallelFor(n, 1, [&](int, int64_t begin, int64_t end) {
-    ForwardImages(g, begin, end, in.data(), out.data(), argmax_.data());
-  });
+  GrowScratch(argmax_, static_cast<size_t>(ScratchBytes(n)));
+  device().MaxPoolForward(g, n, in.data(), out.data(), argmax_.ints());
 }
 
 void MaxPool2D::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                          const TensorView* grad_in) {
   if (grad_in == nullptr) return;
-  const int64_t n = in.dim(0);
   const kernels::MaxPoolGeometry g{in_h_, in_w_, c_, out_h_, out_w_, size_, stride_};
-  ParallelFor(n, 1, [&](int, int64_t begin, int64_t end) {
-    BackwardImages(g, begin, end, grad_out.data(), argmax_.data(), grad_in->data());
-  });
+  device().MaxPoolBackward(g, in.dim(0), grad_out.data(), argmax_.ints(), grad_in->data());
 }
 
 std::string MaxPool2D::Describe() const {

@@ -7,11 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kubetrain/check.h"
+#include "runtime/tensor/cpu_device.h"
 
 namespace kubetrain::nn {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr<Layer>> layers,
-                                                     const Shape& input_shape) {
+                                                     const Shape& input_shape,
+                                                     ComputeDevice* device) {
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (input_shape.empty() || NumElements(input_shape) <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -52,12 +54,22 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::vector<std::unique_ptr
     }
     shapes.push_back(*std::move(out));
   }
-  return std::unique_ptr<Model>(new Model(std::move(layers), std::move(shapes)));
+  std::unique_ptr<Model> model(new Model(std::move(layers), std::move(shapes), device));
+  if (absl::Status s = model->Init(); !s.ok()) return s;
+  return model;
 }
 
-Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes)
-    : layers_(std::move(layers)), input_shape_(shapes.front()) {
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes,
+             ComputeDevice* device)
+    : own_device_(device == nullptr ? std::make_unique<CpuDevice>() : nullptr),
+      device_(device == nullptr ? own_device_.get() : device),
+      layers_(std::move(layers)),
+      input_shape_(shapes.front()) {
   shapes_.assign(shapes.begin() + 1, shapes.end());
+}
+
+absl::Status Model::Init() {
+  for (auto& l : layers_) l->SetDevice(device_);
   param_offset_.assign(layers_.size(), -1);
   std::vector<std::pair<size_t, size_t>> first_entry_of;  // (layer, its first flat entry)
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -65,7 +77,13 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shap
     layers_[i]->DeclareParams(flat_, absl::StrCat("layers.", i, ".", layers_[i]->kind(), "."));
     if (flat_.entries().size() > first_entry) first_entry_of.push_back({i, first_entry});
   }
-  flat_.Allocate();
+  if (device_->host_memory()) {
+    flat_.Allocate();
+  } else if (absl::Status s = flat_.Allocate(*device_); !s.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("the model's ", flat_.size(),
+                                                     " parameters do not fit in ",
+                                                     device_->info().Id(), ": ", s.message()));
+  }
   for (const auto& [layer, entry] : first_entry_of) {
     param_offset_[layer] = flat_.entries()[entry].offset;
   }
@@ -84,24 +102,82 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shap
       break;
     }
   }
+  return absl::OkStatus();
 }
 
 void Model::InitParams(uint64_t seed) {
   std::mt19937_64 rng(seed);
+  if (device_->host_memory()) {
+    for (auto& l : layers_) l->InitParams(rng);
+    return;
+  }
+  // Initialisers write host memory: run them on a host copy, then upload.
+  std::unique_ptr<FlatParameters> host = flat_.HostCopyOfLayout();
+  for (auto& l : layers_) l->BindParams(*host);
   for (auto& l : layers_) l->InitParams(rng);
+  device_->CopyToDevice(host->params().data(), flat_.params().data(), host->params().size_bytes());
+  for (auto& l : layers_) l->BindParams(flat_);
 }
 
-void Model::EnsureBatch(int64_t batch) {
-  if (batch <= capacity_) return;
-  input_.EnsureSize(static_cast<size_t>(batch * NumElements(input_shape_)));
+int64_t Model::BatchBytes(int64_t batch) const {
+  int64_t floats = NumElements(input_shape_);
   int64_t widest = NumElements(input_shape_);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (!skip_[i]) acts_[i].EnsureSize(static_cast<size_t>(batch * NumElements(shapes_[i])));
+    if (!skip_[i]) floats += NumElements(shapes_[i]);
     widest = std::max(widest, NumElements(shapes_[i]));
   }
-  grad_a_.EnsureSize(static_cast<size_t>(batch * widest));
-  grad_b_.EnsureSize(static_cast<size_t>(batch * widest));
+  int64_t bytes = batch * (floats + 2 * widest) * static_cast<int64_t>(sizeof(float));
+  for (const auto& l : layers_) bytes += l->ScratchBytes(batch);
+  return bytes;
+}
+
+absl::Status Model::Reserve(int64_t batch) {
+  if (batch <= capacity_) return absl::OkStatus();
+  if (!device_->host_memory()) {
+    const DeviceMemory mem = device_->Memory();
+    const int64_t need = BatchBytes(batch) - BatchBytes(capacity_);
+    if (mem.total_bytes > 0 && need > mem.free_bytes) {
+      constexpr double kMiB = 1 << 20;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "batch %d does not fit in %s: activations and scratch need %.0f MiB, %.0f MiB of %.0f "
+          "MiB are free after the model's parameters (%.0f MiB); lower --batch-size (or "
+          "--eval-batch-size) or train a smaller model",
+          batch, device_->info().Id(), static_cast<double>(need) / kMiB,
+          static_cast<double>(mem.free_bytes) / kMiB, static_cast<double>(mem.total_bytes) / kMiB,
+          static_cast<double>(2 * num_params() * static_cast<int64_t>(sizeof(float))) / kMiB));
+    }
+  }
+  if (absl::Status s = Allocate(batch); !s.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("batch ", batch, " does not fit in ", device_->info().Id(), " (", s.message(),
+                     "); lower --batch-size (or "
+                     "--eval-batch-size) or train a smaller model"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::Allocate(int64_t batch) {
+  auto floats = [&](int64_t n) { return static_cast<size_t>(batch * n) * sizeof(float); };
+  if (absl::Status s = EnsureBytes(*device_, input_, floats(NumElements(input_shape_))); !s.ok()) {
+    return s;
+  }
+  int64_t widest = NumElements(input_shape_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!skip_[i]) {
+      if (absl::Status s = EnsureBytes(*device_, acts_[i], floats(NumElements(shapes_[i])));
+          !s.ok()) {
+        return s;
+      }
+    }
+    widest = std::max(widest, NumElements(shapes_[i]));
+  }
+  if (absl::Status s = EnsureBytes(*device_, grad_a_, floats(widest)); !s.ok()) return s;
+  if (absl::Status s = EnsureBytes(*device_, grad_b_, floats(widest)); !s.ok()) return s;
+  for (auto& l : layers_) {
+    if (absl::Status s = l->Reserve(batch); !s.ok()) return s;
+  }
   capacity_ = batch;
+  return absl::OkStatus();
 }
 
 float* Model::OutputData(size_t i) {
@@ -113,10 +189,13 @@ float* Model::OutputData(size_t i) {
 
 TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
   KT_CHECK_GT(batch, 0);
-  EnsureBatch(batch);
+  if (batch > capacity_) {
+    absl::Status s = Reserve(batch);
+    KT_CHECK(s.ok()) << s.message();
+  }
   batch_ = batch;
-  std::memcpy(input_.data(), inputs,
-              static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
+  device_->CopyToDevice(inputs, input_.data(),
+                        static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
   TensorView x(input_.data(), WithBatch(batch, input_shape_));
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (skip_[i]) {
@@ -134,7 +213,7 @@ void Model::Backward(const TensorView& grad_logits,
                      const std::function<void(int64_t ready_from)>& on_ready) {
   KT_CHECK_EQ(grad_logits.dim(0), batch_) << "Backward batch differs from Forward";
   TensorView grad_out = grad_logits;
-  AlignedBuffer* next = &grad_a_;
+  DeviceBuffer* next = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Shape in_shape = WithBatch(batch_, i == 0 ? input_shape_ : shapes_[i - 1]);
     if (skip_[i]) {

@@ -1,6 +1,9 @@
 // Model: a sequence of layers whose parameters and gradients live in one
 // flat buffer each (FlatParameters). Owns per-layer activation buffers,
-// grown to the largest batch seen.
+// grown to the largest batch seen. Parameters, gradients and activations
+// live on the model's ComputeDevice (the CPU unless Create gets another),
+// and the layers compute there; params(), grads() and Forward's logits are
+// in that device's memory.
 // Not thread-safe: one Model per training thread.
 #ifndef KUBETRAIN_RUNTIME_NN_MODEL_H_
 #define KUBETRAIN_RUNTIME_NN_MODEL_H_
@@ -13,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/nn/layer.h"
-#include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/compute_device.h"
 #include "runtime/tensor/flat_buffer.h"
 
 namespace kubetrain::nn {
@@ -22,8 +25,11 @@ class Model {
  public:
   // Builds every layer in order for a per-sample input shape and lays out
   // the flat parameter buffer. Errors name the layer: "layers[3] (dense): ...".
+  // `device` is borrowed and must outlive the model; nullptr means a CPU
+  // device the model owns.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::vector<std::unique_ptr<Layer>> layers,
-                                                       const Shape& input_shape);
+                                                       const Shape& input_shape,
+                                                       ComputeDevice* device = nullptr);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -36,12 +42,22 @@ class Model {
   std::span<float> grads() { return flat_.grads(); }
   const FlatParameters& flat() const { return flat_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  ComputeDevice& device() { return *device_; }
+
+  // Allocates activations and layer scratch for batches of up to `batch`.
+  // On a device with its own memory, first checks that they fit in what is
+  // free: ResourceExhausted, in one line naming the batch size to lower,
+  // when they do not. Forward grows the buffers itself when not called.
+  absl::Status Reserve(int64_t batch);
+  // Bytes Reserve(batch) needs: activations, their gradients, scratch.
+  int64_t BatchBytes(int64_t batch) const;
 
   // Initialises every parameter from `seed` (deterministic).
   void InitParams(uint64_t seed);
 
-  // Runs the batch {batch, input_shape...} (sample-major floats) through the
-  // layers; returns the logits, valid until the next Forward.
+  // Runs the batch {batch, input_shape...} (sample-major floats in host
+  // memory) through the layers; returns the logits (device memory), valid
+  // until the next Forward.
   TensorView Forward(const float* inputs, int64_t batch, bool training);
 
   // Back-propagates d(loss)/d(logits) of the last Forward; fills grads().
@@ -57,19 +73,23 @@ class Model {
   std::string Summary() const;
 
  private:
-  Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes);
-  void EnsureBatch(int64_t batch);
+  Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<Shape> shapes,
+        ComputeDevice* device);
+  absl::Status Init();
+  absl::Status Allocate(int64_t batch);
   // Where layer i's output lives: a skipped layer's is its input.
   float* OutputData(size_t i);
 
+  std::unique_ptr<ComputeDevice> own_device_;  // when Create got none
+  ComputeDevice* device_;
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
   std::vector<Shape> shapes_;  // output shape of each layer
   FlatParameters flat_;
   int64_t capacity_ = 0;
-  AlignedBuffer input_;              // copy of the last input batch
-  std::vector<AlignedBuffer> acts_;  // output of each layer
-  AlignedBuffer grad_a_, grad_b_;    // ping-pong activation gradients
+  DeviceBuffer input_;              // copy of the last input batch
+  std::vector<DeviceBuffer> acts_;  // output of each layer
+  DeviceBuffer grad_a_, grad_b_;    // ping-pong activation gradients
   int64_t batch_ = 0;
   // Layers before this index have no parameters, so no gradient needs to
   // flow into them: Backward stops here and passes no grad_in.

@@ -165,7 +165,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const std::string& type, Fields
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Build(const YAML::Node& root,
-                                             const std::optional<Shape>& data_shape) {
+                                             const std::optional<Shape>& data_shape,
+                                             ComputeDevice* device) {
   if (!root.IsMap()) return absl::InvalidArgumentError("expected a mapping with 'layers'");
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -216,7 +217,7 @@ absl::StatusOr<std::unique_ptr<Model>> Build(const YAML::Node& root,
     }
     layers.push_back(*std::move(layer));
   }
-  return Model::Create(std::move(layers), *input);
+  return Model::Create(std::move(layers), *input, device);
 }
 
 }  // namespace
@@ -237,7 +238,8 @@ absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& text,
                                                           const std::string& source,
-                                                          const std::optional<Shape>& data_shape) {
+                                                          const std::optional<Shape>& data_shape,
+                                                          ComputeDevice* device) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -248,7 +250,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& tex
   }
   absl::StatusOr<std::unique_ptr<Model>> model;
   try {
-    model = Build(root, data_shape);
+    model = Build(root, data_shape, device);
   } catch (const YAML::Exception& e) {
     model = absl::InvalidArgumentError(e.what());
   } catch (const std::exception& e) {  // bad_alloc: no exception leaves LoadModel
@@ -262,9 +264,12 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& tex
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& name_or_path,
-                                                 const std::optional<Shape>& data_shape) {
+                                                 const std::optional<Shape>& data_shape,
+                                                 ComputeDevice* device) {
   absl::StatusOr<std::string> builtin = BuiltinModelSpec(name_or_path);
-  if (builtin.ok()) return BuildModelFromSpec(*builtin, "builtin:" + name_or_path, data_shape);
+  if (builtin.ok()) {
+    return BuildModelFromSpec(*builtin, "builtin:" + name_or_path, data_shape, device);
+  }
   std::ifstream in(name_or_path);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("model '", name_or_path, "' is neither a built-in (",
@@ -273,7 +278,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& name_or_path
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  return BuildModelFromSpec(ss.str(), name_or_path, data_shape);
+  return BuildModelFromSpec(ss.str(), name_or_path, data_shape, device);
 }
 
 }  // namespace kubetrain::nn

@@ -32,13 +32,16 @@ absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name);
 // Builds a model from spec text. `source` names it in errors (a path or
 // "builtin:mlp"). `data_shape` is used when the spec has no `input`; when
 // both are given they must agree.
+// `device` (borrowed, may be null: the CPU) is where the model computes.
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const std::string& text,
                                                           const std::string& source,
-                                                          const std::optional<Shape>& data_shape);
+                                                          const std::optional<Shape>& data_shape,
+                                                          ComputeDevice* device = nullptr);
 
 // `name_or_path` is a built-in name or a .yaml/.yml/.json file.
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& name_or_path,
-                                                 const std::optional<Shape>& data_shape);
+                                                 const std::optional<Shape>& data_shape,
+                                                 ComputeDevice* device = nullptr);
 
 }  // namespace kubetrain::nn
 

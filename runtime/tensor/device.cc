@@ -5,8 +5,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/tensor/blas.h"
+#include "runtime/tensor/cpu_device.h"
 
 #ifdef KUBETRAIN_WITH_CUDA
+#include "runtime/tensor/cuda/cuda_device.h"
 #include "runtime/tensor/cuda/cuda_runtime.h"
 #endif
 
@@ -62,6 +64,17 @@ absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown device '", request, "' (auto, cpu, cuda, cuda:N)"));
+}
+
+absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenComputeDevice(const DeviceInfo& info,
+                                                                 const DeviceOptions& options) {
+  if (info.kind == DeviceKind::kCpu) return std::unique_ptr<ComputeDevice>(new CpuDevice());
+#ifdef KUBETRAIN_WITH_CUDA
+  return cuda::OpenCudaDevice(info, options);
+#else
+  return absl::UnavailableError(
+      absl::StrCat("cannot open ", info.Id(), ": this kubetrain was built without CUDA"));
+#endif
 }
 
 }  // namespace kubetrain

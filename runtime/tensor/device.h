@@ -6,6 +6,7 @@
 #define KUBETRAIN_RUNTIME_TENSOR_DEVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,20 @@ std::vector<DeviceInfo> ListDevices(std::string* why_no_gpu = nullptr);
 // Resolves "auto" (the first device), "cpu", "cuda" (the first GPU) or
 // "cuda:N". NotFound / Unavailable when it is not present.
 absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request);
+
+struct DeviceOptions {
+  // cuBLAS may round GEMM inputs to TF32 on tensor cores (about 1e-3
+  // relative error per product, several times the throughput).
+  bool allow_tf32 = false;
+};
+
+class ComputeDevice;  // compute_device.h
+
+// The ComputeDevice for `info`: a CpuDevice, or the CUDA device (CUDA
+// builds). Unavailable, in one line with the driver's reason, when the GPU
+// cannot be opened.
+absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenComputeDevice(const DeviceInfo& info,
+                                                                 const DeviceOptions& options);
 
 }  // namespace kubetrain
 

@@ -5,31 +5,61 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kubetrain/check.h"
+#include "runtime/tensor/kernels/optimizer_update.h"
 
 namespace kubetrain::train {
 namespace {
 
+// A state buffer of `size` floats, zeroed: host memory, or the device's.
+class StateBuffer {
+ public:
+  absl::Status Allocate(ComputeDevice* device, size_t size) {
+    if (device == nullptr) {
+      host_.EnsureSize(size);
+      data_ = host_.data();
+    } else {
+      absl::StatusOr<DeviceBuffer> b = device->Allocate(size * sizeof(float));
+      if (!b.ok()) return b.status();
+      device_ = *std::move(b);
+      data_ = device_.data();
+      device->Fill(data_, static_cast<int64_t>(size), 0.0f);
+    }
+    size_ = size;
+    return absl::OkStatus();
+  }
+  float* data() { return data_; }
+  std::span<float> span() { return {data_, size_}; }
+
+ private:
+  AlignedBuffer host_;
+  DeviceBuffer device_;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class Sgd final : public Optimizer {
  public:
-  Sgd(const OptimizerOptions& o, size_t size) : o_(o), size_(size) {
-    if (o_.momentum != 0.0f) velocity_.EnsureSize(size);
+  Sgd(const OptimizerOptions& o, size_t size, ComputeDevice* device)
+      : o_(o), size_(size), device_(device) {}
+
+  absl::Status Init() {
+    if (o_.momentum == 0.0f) return absl::OkStatus();
+    return velocity_.Allocate(device_, size_);
   }
 
   void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
     KT_CHECK_EQ(grads.size(), size_);
-    float* p = params.data();
-    const float* g = grads.data();
-    const float wd = o_.weight_decay, mu = o_.momentum;
-    if (mu == 0.0f) {
-      for (size_t i = 0; i < size_; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    const kernels::SgdParams p{.lr = lr,
+                               .weight_decay = o_.weight_decay,
+                               .momentum = o_.momentum,
+                               .nesterov = o_.nesterov};
+    if (device_ != nullptr) {
+      device_->SgdUpdate(p, params.data(), grads.data(), velocity_.data(),
+                         static_cast<int64_t>(size_));
     } else {
-      float* v = velocity_.data();
-      for (size_t i = 0; i < size_; ++i) {
-        const float d = g[i] + wd * p[i];
-        v[i] = mu * v[i] + d;
-        p[i] -= lr * (o_.nesterov ? d + mu * v[i] : v[i]);
-      }
+      kernels::SgdUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(),
+                         velocity_.data());
     }
     ++steps_;
   }
@@ -45,13 +75,20 @@ class Sgd final : public Optimizer {
  private:
   OptimizerOptions o_;
   size_t size_;
-  AlignedBuffer velocity_;
+  ComputeDevice* device_;
+  StateBuffer velocity_;
   int64_t steps_ = 0;
 };
 
 class Adam final : public Optimizer {
  public:
-  Adam(const OptimizerOptions& o, size_t size) : o_(o), size_(size), m_(size), v_(size) {}
+  Adam(const OptimizerOptions& o, size_t size, ComputeDevice* device)
+      : o_(o), size_(size), device_(device) {}
+
+  absl::Status Init() {
+    if (absl::Status s = m_.Allocate(device_, size_); !s.ok()) return s;
+    return v_.Allocate(device_, size_);
+  }
 
   void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
@@ -59,19 +96,18 @@ class Adam final : public Optimizer {
     ++steps_;
     const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), steps_);
     const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), steps_);
-    const float step = static_cast<float>(lr * std::sqrt(bc2) / bc1);
-    const float b1 = o_.beta1, b2 = o_.beta2, wd = o_.weight_decay;
     // epsilon is applied to the bias-corrected second moment, as in Kingma & Ba.
-    const float eps = static_cast<float>(o_.epsilon * std::sqrt(bc2));
-    float* p = params.data();
-    const float* g = grads.data();
-    float* m = m_.data();
-    float* v = v_.data();
-    for (size_t i = 0; i < size_; ++i) {
-      const float d = g[i] + wd * p[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * d;
-      v[i] = b2 * v[i] + (1.0f - b2) * d * d;
-      p[i] -= step * m[i] / (std::sqrt(v[i]) + eps);
+    const kernels::AdamParams p{.step = static_cast<float>(lr * std::sqrt(bc2) / bc1),
+                                .beta1 = o_.beta1,
+                                .beta2 = o_.beta2,
+                                .weight_decay = o_.weight_decay,
+                                .epsilon = static_cast<float>(o_.epsilon * std::sqrt(bc2))};
+    if (device_ != nullptr) {
+      device_->AdamUpdate(p, params.data(), grads.data(), m_.data(), v_.data(),
+                          static_cast<int64_t>(size_));
+    } else {
+      kernels::AdamUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(), m_.data(),
+                          v_.data());
     }
   }
 
@@ -85,7 +121,8 @@ class Adam final : public Optimizer {
  private:
   OptimizerOptions o_;
   size_t size_;
-  AlignedBuffer m_, v_;
+  ComputeDevice* device_;
+  StateBuffer m_, v_;
   int64_t steps_ = 0;
 };
 
@@ -111,10 +148,16 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerOptions& options,
-                                                         size_t size) {
+                                                         size_t size, ComputeDevice* device) {
   if (absl::Status s = ValidateOptimizerOptions(options); !s.ok()) return s;
-  if (options.kind == "adam") return std::make_unique<Adam>(options, size);
-  return std::make_unique<Sgd>(options, size);
+  if (options.kind == "adam") {
+    auto adam = std::make_unique<Adam>(options, size, device);
+    if (absl::Status s = adam->Init(); !s.ok()) return s;
+    return adam;
+  }
+  auto sgd = std::make_unique<Sgd>(options, size, device);
+  if (absl::Status s = sgd->Init(); !s.ok()) return s;
+  return sgd;
 }
 
 }  // namespace kubetrain::train

@@ -1,6 +1,9 @@
 // Optimizers over a contiguous range of the flat parameter vector. The same
 // code runs in a single process (whole vector) and on a parameter-server
-// shard (its own range), so it never sees layers.
+// shard (its own range), so it never sees layers. The update is one fused
+// host/device kernel (runtime/tensor/kernels/optimizer_update.h); with a
+// ComputeDevice, parameters, gradients and state live in its memory and the
+// update runs there.
 // Not thread-safe: one Optimizer per range, driven by one thread at a time.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
@@ -12,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/compute_device.h"
 
 namespace kubetrain::train {
 
@@ -32,7 +36,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // params -= update(grads) with learning rate `lr`; sizes must equal size().
   virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
-  // Named state buffers (velocity, moments) for checkpoints.
+  // Named state buffers (velocity, moments) for checkpoints, in the
+  // memory of the optimizer's device (host memory without one).
   virtual std::vector<std::pair<std::string, std::span<float>>> State() = 0;
   // Number of Apply calls so far (Adam's bias correction uses it).
   virtual int64_t steps() const = 0;
@@ -40,9 +45,11 @@ class Optimizer {
   virtual size_t size() const = 0;
 };
 
-// An optimizer for `size` parameters.
+// An optimizer for `size` parameters in host memory, or, with a device
+// (borrowed; must outlive it), in that device's memory.
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerOptions& options,
-                                                         size_t size);
+                                                         size_t size,
+                                                         ComputeDevice* device = nullptr);
 
 }  // namespace kubetrain::train
 

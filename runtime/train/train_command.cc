@@ -29,12 +29,15 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_server.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/staged_exchange.h"
 #include "runtime/launcher/signal_watcher.h"
 #include "runtime/metrics/constant_labels.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/blas.h"
+#include "runtime/tensor/compute_device.h"
+#include "runtime/tensor/device.h"
 
 namespace kubetrain::train {
 namespace {
@@ -80,6 +83,49 @@ absl::StatusOr<int64_t> BatchesPerEpoch(int64_t n, int index, int shards, int64_
                                  /*drop_last=*/false);
   if (!s.ok()) return s.status();
   return s->BatchesPerEpoch();
+}
+
+// The device this training replica computes on (--device), opened, with
+// one progress line. A device that is absent or cannot be opened is a
+// configuration error (permanent), in one line with the driver's reason.
+absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenTrainingDevice(const TrainCommandOptions& o,
+                                                                  ProgressReporter& progress) {
+  absl::StatusOr<DeviceInfo> info = SelectDevice(o.device);
+  absl::StatusOr<std::unique_ptr<ComputeDevice>> device =
+      info.ok() ? OpenComputeDevice(*info, {.allow_tf32 = o.tf32}) : info.status();
+  if (!device.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device ", o.device, ": ", device.status().message()));
+  }
+  std::string line = absl::StrCat("device ", info->Id(), " (", info->name, ")");
+  if (info->kind == DeviceKind::kCuda) {
+    absl::StrAppend(&line, " memory_mib=", info->memory_bytes >> 20,
+                    " tf32=", o.tf32 ? "on" : "off");
+  }
+  progress.Info(line);
+  return device;
+}
+
+// `exchange` as the trainer should see it: itself when the model's
+// parameters are in host memory, else through pinned host staging.
+absl::StatusOr<std::unique_ptr<exchange::Exchange>> ForDevice(exchange::Exchange& exchange,
+                                                              nn::Model& model) {
+  if (model.device().host_memory()) return nullptr;
+  absl::StatusOr<std::unique_ptr<exchange::StagedExchange>> staged =
+      exchange::StagedExchange::Create(exchange, model.device(), model.num_params());
+  if (!staged.ok()) return staged.status();
+  return std::unique_ptr<exchange::Exchange>(*std::move(staged));
+}
+
+// The model's parameters in host memory.
+absl::StatusOr<std::vector<float>> HostParams(nn::Model& model) {
+  std::vector<float> host(model.params().size());
+  if (absl::Status s = model.device().CopyToHost(model.params().data(), host.data(),
+                                                 model.params().size_bytes());
+      !s.ok()) {
+    return s;
+  }
+  return host;
 }
 
 int ExitCodeFor(const absl::Status& s) {
@@ -215,11 +261,14 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   }
   const bool rank0 = rank == 0;
   data::Dataset train, test;
+  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
+  if (!device.ok()) return fail(device.status());
   if (absl::Status s = LoadData(o, true, rank0, &train, &test); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
     return kExitPermanent;
   }
-  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
+  absl::StatusOr<std::unique_ptr<nn::Model>> model =
+      nn::LoadModel(o.model, train.sample_shape, device->get());
   if (!model.ok()) return fail(model.status());
   if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) return fail(s);
   absl::StatusOr<int64_t> per_epoch =
@@ -290,13 +339,18 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   to.num_shards = role.num_workers;
   to.metrics = metrics;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
-  Trainer trainer(**model, exchange, train, rank0 ? &test : nullptr, to, progress, clock);
+  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, **model);
+  if (!staged.ok()) return fail(staged.status());
+  Trainer trainer(**model, *staged != nullptr ? **staged : exchange, train, rank0 ? &test : nullptr,
+                  to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
   // Every rank prints the same checksum when the ranks stayed in lockstep.
-  const std::span<const float> params = (*model)->params();
+  absl::StatusOr<std::vector<float>> params = HostParams(**model);
+  if (!params.ok()) return fail(params.status());
   progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
-                                Crc32c(params.data(), params.size_bytes()), params.size()));
+                                Crc32c(params->data(), params->size() * sizeof(float)),
+                                params->size()));
   progress.Final(MakeFinal(*result, o.trainer.epochs, rank0));
   return kExitSuccess;
 }
@@ -310,11 +364,14 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   };
   const bool initializer = role.worker_id == 0;
   data::Dataset train, test;
+  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
+  if (!device.ok()) return fail(device.status());
   if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
     return kExitPermanent;
   }
-  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
+  absl::StatusOr<std::unique_ptr<nn::Model>> model =
+      nn::LoadModel(o.model, train.sample_shape, device->get());
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<int64_t> per_epoch =
       BatchesPerEpoch(train.size(), role.worker_id, role.num_workers, o.trainer.batch_size);
@@ -344,7 +401,10 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   to.num_shards = role.num_workers;
   to.metrics = metrics;
   to.lr_for_step = [&](int64_t) { return schedule->At(exchange.global_step()); };
-  Trainer trainer(**model, exchange, train, initializer ? &test : nullptr, to, progress, clock);
+  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, **model);
+  if (!staged.ok()) return fail(staged.status());
+  Trainer trainer(**model, *staged != nullptr ? **staged : exchange, train,
+                  initializer ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
   progress.Final(MakeFinal(*result, o.trainer.epochs, initializer));
@@ -401,7 +461,12 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, ProgressReporte
     if (error.ok()) {
       last_ok = clock.NowSeconds();
       if (step != last_step) {
-        EvalResult ev = Evaluate(**model, test, o.trainer.eval_batch_size);
+        absl::StatusOr<EvalResult> evaluated = Evaluate(**model, test, o.trainer.eval_batch_size);
+        if (!evaluated.ok()) {
+          err << "kubetrain: error: " << evaluated.status().message() << std::endl;
+          return ExitCodeFor(evaluated.status());
+        }
+        const EvalResult& ev = *evaluated;
         if (metrics != nullptr) {
           metrics->SetEvaluation(ev.loss, ev.accuracy);
           metrics->SetGlobalStep(step);
@@ -436,17 +501,20 @@ absl::StatusOr<TrainResult> RunTrainingWith(const TrainCommandOptions& o,
   SetBlasThreads(o.threads);
 
   data::Dataset train, test;
+  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
+  if (!device.ok()) return device.status();
   if (absl::Status s = LoadData(o, true, true, &train, &test); !s.ok()) return s;
   progress.Info(absl::StrCat("data train=", train.size(), " test=", test.size(),
                              " shape=", ShapeToString(train.sample_shape)));
 
-  absl::StatusOr<std::unique_ptr<nn::Model>> model = nn::LoadModel(o.model, train.sample_shape);
+  absl::StatusOr<std::unique_ptr<nn::Model>> model =
+      nn::LoadModel(o.model, train.sample_shape, device->get());
   if (!model.ok()) return model.status();
   progress.Info(absl::StrCat("model ", o.model, " params=", (*model)->num_params(),
                              " blas_threads=", BlasThreads()));
 
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-      MakeOptimizer(o.optimizer, static_cast<size_t>((*model)->num_params()));
+      MakeOptimizer(o.optimizer, static_cast<size_t>((*model)->num_params()), &(*model)->device());
   if (!optimizer.ok()) return optimizer.status();
 
   // The schedule spans the whole run; cosine needs the step count.

@@ -20,6 +20,11 @@ struct TrainCommandOptions {
   std::string test_csv;
   int64_t train_limit = 0;  // use only the first N training samples (0 = all)
   int threads = 0;          // BLAS and ParallelFor threads; 0 = every available CPU
+  // Where training replicas compute (runtime/tensor/device.h SelectDevice):
+  // auto (the first GPU, else the CPU), cpu, cuda, cuda:N. Parameter
+  // servers and the evaluator always use the CPU.
+  std::string device = "auto";
+  bool tf32 = false;  // cuda: cuBLAS may use TF32 tensor cores
   // Distributed training (ignored without TF_CONFIG).
   std::string tf_config;               // the TF_CONFIG environment variable
   std::string job_token;               // api::kEnvJobToken

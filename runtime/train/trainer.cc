@@ -5,13 +5,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/data/batch_sampler.h"
 #include "runtime/nn/softmax_cross_entropy.h"
 #include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/device_buffer.h"
 
 namespace kubetrain::train {
 
-EvalResult Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size) {
+absl::StatusOr<EvalResult> Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size) {
   EvalResult r;
   const int64_t d = ds.SampleSize();
   double loss_sum = 0;
@@ -19,9 +21,11 @@ EvalResult Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_siz
   for (int64_t start = 0; start < ds.size(); start += batch_size) {
     const int64_t n = std::min(batch_size, ds.size() - start);
     TensorView logits = model.Forward(ds.features.data() + start * d, n, /*training=*/false);
-    nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, ds.labels.data() + start, nullptr);
-    loss_sum += lr.loss * static_cast<double>(n);
-    correct += lr.correct;
+    absl::StatusOr<nn::LossResult> lr =
+        nn::SoftmaxCrossEntropy(model.device(), logits, ds.labels.data() + start, nullptr);
+    if (!lr.ok()) return lr.status();
+    loss_sum += lr->loss * static_cast<double>(n);
+    correct += lr->correct;
   }
   r.samples = ds.size();
   if (r.samples > 0) {
@@ -77,6 +81,29 @@ absl::StatusOr<TrainResult> Trainer::Run() {
                                  opt_.num_shards, /*shuffle=*/true, /*drop_last=*/false);
   if (!sampler.ok()) return sampler.status();
 
+  // A batch that does not fit on the device fails here, before any step.
+  if (absl::Status s = model_.Reserve(
+          std::max(opt_.batch_size,
+                   test_ != nullptr ? std::min(opt_.eval_batch_size, test_->size()) : int64_t{0}));
+      !s.ok()) {
+    return s;
+  }
+  ComputeDevice& device = model_.device();
+  auto record_device_memory = [&] {
+    if (device.host_memory() || opt_.metrics == nullptr) return;
+    const DeviceMemory mem = device.Memory();
+    opt_.metrics->SetGpuMemoryUsed(device.info().Id(), mem.total_bytes - mem.free_bytes);
+  };
+  if (!device.host_memory()) {
+    const DeviceMemory mem = device.Memory();
+    constexpr double kMiB = 1 << 20;
+    progress_.Info(absl::StrFormat(
+        "device %s memory: model %.1f MiB, batch %d %.1f MiB, %.0f MiB free of %.0f MiB",
+        device.info().Id(), 2.0 * static_cast<double>(model_.num_params()) * sizeof(float) / kMiB,
+        opt_.batch_size, static_cast<double>(model_.BatchBytes(opt_.batch_size)) / kMiB,
+        static_cast<double>(mem.free_bytes) / kMiB, static_cast<double>(mem.total_bytes) / kMiB));
+    record_device_memory();
+  }
   model_.InitParams(opt_.seed);
   absl::StatusOr<int64_t> start = exchange_.Start(model_.params());
   if (!start.ok()) return start.status();
@@ -90,7 +117,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t classes = model_.output_shape()[0];
   AlignedBuffer features(static_cast<size_t>(opt_.batch_size * d));
   std::vector<int32_t> labels(static_cast<size_t>(opt_.batch_size));
-  AlignedBuffer grad_logits(static_cast<size_t>(opt_.batch_size * classes));
+  absl::StatusOr<DeviceBuffer> grad_logits =
+      model_.device().Allocate(static_cast<size_t>(opt_.batch_size * classes) * sizeof(float));
+  if (!grad_logits.ok()) return grad_logits.status();
 
   TrainResult result;
   const double t0 = clock_.NowSeconds();
@@ -120,8 +149,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const int64_t n = static_cast<int64_t>(idx.size());
     data::GatherBatch(train_, idx, features.data(), labels.data());
     TensorView logits = model_.Forward(features.data(), n, /*training=*/true);
-    TensorView grad(grad_logits.data(), {n, classes});
-    nn::LossResult lr = nn::SoftmaxCrossEntropy(logits, labels.data(), &grad);
+    TensorView grad(grad_logits->data(), {n, classes});
+    absl::StatusOr<nn::LossResult> loss =
+        nn::SoftmaxCrossEntropy(model_.device(), logits, labels.data(), &grad);
+    if (!loss.ok()) return loss.status();
+    const nn::LossResult& lr = *loss;
     // Finished gradients go to the exchange while backward goes on.
     model_.Backward(
         grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
@@ -171,6 +203,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
             static_cast<double>(metrics_correct) / static_cast<double>(metrics_samples),
             static_cast<double>(metrics_samples) / std::max(now - metrics_t0, 1e-9),
             opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0);
+        record_device_memory();
         metrics_loss = 0;
         metrics_correct = metrics_samples = metrics_batches = 0;
         metrics_t0 = now;
@@ -205,16 +238,19 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       e.train_accuracy = static_cast<double>(epoch_correct) /
                          static_cast<double>(std::max<int64_t>(epoch_samples, 1));
       if (test_ != nullptr && opt_.eval_every_epoch && step < total_steps) {
-        EvalResult ev = Evaluate(model_, *test_, opt_.eval_batch_size);
-        e.test_loss = ev.loss;
-        e.test_accuracy = ev.accuracy;
+        absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
+        if (!ev.ok()) return ev.status();
+        e.test_loss = ev->loss;
+        e.test_accuracy = ev->accuracy;
       }
       e.exchange_share = share(epoch_exchange_s, epoch_step_s);
       e.seconds = clock_.NowSeconds() - epoch_t0;
       result.train_loss = e.train_loss;
       result.train_accuracy = e.train_accuracy;
       if (step == total_steps && test_ != nullptr) {
-        result.test = Evaluate(model_, *test_, opt_.eval_batch_size);
+        absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
+        if (!ev.ok()) return ev.status();
+        result.test = *ev;
         e.test_loss = result.test.loss;
         e.test_accuracy = result.test.accuracy;
       }
@@ -233,7 +269,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   result.samples_per_second = total_samples / std::max(result.seconds, 1e-9);
   result.exchange_share = share(total_exchange_s, total_step_s);
   if (test_ != nullptr && result.test.samples == 0) {
-    result.test = Evaluate(model_, *test_, opt_.eval_batch_size);
+    absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
+    if (!ev.ok()) return ev.status();
+    result.test = *ev;
     if (m != nullptr) m->SetEvaluation(result.test.loss, result.test.accuracy);
   }
   return result;

@@ -1,6 +1,8 @@
 // Trainer: the training loop of one replica. Draws this replica's shard of
 // the data in batches, runs forward/backward on the model, hands gradients
-// to an Exchange, reports progress, and evaluates on the test split.
+// to an Exchange, reports progress, and evaluates on the test split. The
+// model's parameters and gradients stay on its device: the exchange gets
+// spans of that device's memory (wrap a host exchange in StagedExchange).
 // Not thread-safe; borrows everything it is given for its lifetime.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
@@ -50,8 +52,9 @@ struct TrainResult {
   double exchange_share = 0;  // of step time spent in the exchange
 };
 
-// Loss and accuracy of `model` over all of `ds` (inference mode).
-EvalResult Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size);
+// Loss and accuracy of `model` over all of `ds` (inference mode). Errors
+// are the model's device's.
+absl::StatusOr<EvalResult> Evaluate(nn::Model& model, const data::Dataset& ds, int64_t batch_size);
 
 // Checks that `ds` fits `model`: sample size and labels within the output.
 absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& model,

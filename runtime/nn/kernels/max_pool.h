@@ -66,6 +66,62 @@ KT_HOST_DEVICE inline void MaxPoolBackward(const MaxPoolGeometry& g, int64_t beg
   }
 }
 
+// One output element per index o in [begin, end) over the whole batch
+// (image o / out_image): the same result as MaxPoolForward, for devices
+// that run one thread per element.
+KT_HOST_DEVICE inline void MaxPoolForwardElements(const MaxPoolGeometry& g, int64_t begin,
+                                                  int64_t end, const float* x, float* y,
+                                                  int32_t* argmax) {
+  const int64_t c_n = g.channels;
+  for (int64_t o = begin; o < end; ++o) {
+    const int64_t b = o / g.out_image(), r = o % g.out_image();
+    const int64_t oh = r / (g.out_w * c_n), ow = (r / c_n) % g.out_w, c = r % c_n;
+    const float* xb = x + b * g.in_image();
+    float best = -__builtin_huge_valf();
+    int32_t arg = 0;
+    for (int64_t kh = 0; kh < g.size; ++kh) {
+      for (int64_t kw = 0; kw < g.size; ++kw) {
+        const int32_t off =
+            static_cast<int32_t>(((oh * g.stride + kh) * g.in_w + (ow * g.stride + kw)) * c_n + c);
+        const float v = xb[off];
+        if (v > best) {
+          best = v;
+          arg = off;
+        }
+      }
+    }
+    y[o] = best;
+    argmax[o] = arg;
+  }
+}
+
+// One input-gradient element per index e in [begin, end) over the whole
+// batch: the sum of the gy of every window whose arg-max is e, gathered in
+// ascending output order, so it gives the same bits as MaxPoolBackward
+// without atomics.
+KT_HOST_DEVICE inline void MaxPoolBackwardElements(const MaxPoolGeometry& g, int64_t begin,
+                                                   int64_t end, const float* gy,
+                                                   const int32_t* argmax, float* gx) {
+  const int64_t c_n = g.channels;
+  for (int64_t e = begin; e < end; ++e) {
+    const int64_t b = e / g.in_image(), r = e % g.in_image();
+    const int64_t ih = r / (g.in_w * c_n), iw = (r / c_n) % g.in_w, c = r % c_n;
+    // Windows [o * stride, o * stride + size) that contain ih (and iw).
+    const int64_t oh_lo = ih < g.size ? 0 : (ih - g.size) / g.stride + 1;
+    const int64_t ow_lo = iw < g.size ? 0 : (iw - g.size) / g.stride + 1;
+    const int64_t oh_hi = ih / g.stride < g.out_h - 1 ? ih / g.stride : g.out_h - 1;
+    const int64_t ow_hi = iw / g.stride < g.out_w - 1 ? iw / g.stride : g.out_w - 1;
+    float s = 0.0f;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        const int64_t o = b * g.out_image() + (oh * g.out_w + ow) * c_n + c;
+        if (argmax[o] == r) s += gy[o];
+      }
+    }
+    gx[e] = s;
+  }
+}
+
 }  // namespace kubetrain::nn::kernels
 
 #endif  // KUBETRAIN_RUNTIME_NN_KERNELS_MAX_POOL_H_

@@ -71,5 +71,32 @@ TEST(MaxPoolKernel, BackwardRoutesGradientsToTheArgmaxAndZeroesTheRest) {
   EXPECT_EQ(total, 136.0f);  // 1 + ... + 16: nothing else survived
 }
 
+// The one-element-per-thread versions a GPU runs give the per-image
+// kernels' exact bits, with overlapping windows (stride < size) and
+// windows that leave the last row and column out.
+TEST(MaxPoolKernel, ElementKernelsEqualTheImageKernels) {
+  for (const MaxPoolGeometry g :
+       {MaxPoolGeometry{5, 5, 3, 4, 4, 2, 1}, MaxPoolGeometry{5, 5, 3, 2, 2, 2, 2},
+        MaxPoolGeometry{6, 6, 2, 2, 2, 3, 2}}) {
+    const int64_t images = 3;
+    std::vector<float> x(images * g.in_image());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 53) % 29) - 14.0f;
+    std::vector<float> y1(images * g.out_image()), y2(y1.size());
+    std::vector<int32_t> a1(y1.size()), a2(y1.size());
+    MaxPoolForward(g, 0, images, x.data(), y1.data(), a1.data());
+    MaxPoolForwardElements(g, 0, 7, x.data(), y2.data(), a2.data());
+    MaxPoolForwardElements(g, 7, static_cast<int64_t>(y2.size()), x.data(), y2.data(), a2.data());
+    EXPECT_EQ(y1, y2);
+    EXPECT_EQ(a1, a2);
+    std::vector<float> gy(y1.size());
+    for (size_t i = 0; i < gy.size(); ++i) gy[i] = 0.1f * static_cast<float>(i % 13) - 0.6f;
+    std::vector<float> gx1(x.size()), gx2(x.size(), 99.0f);
+    MaxPoolBackward(g, 0, images, gy.data(), a1.data(), gx1.data());
+    MaxPoolBackwardElements(g, 0, static_cast<int64_t>(gx2.size()), gy.data(), a1.data(),
+                            gx2.data());
+    EXPECT_EQ(gx1, gx2);
+  }
+}
+
 }  // namespace
 }  // namespace kubetrain::nn::kernels

@@ -1,0 +1,105 @@
+// ComputeDevice: the one interface layers, the loss and optimizers compute
+// through. Implementations: CpuDevice (cpu_device.h: OpenBLAS and the
+// ParallelFor thread pool) and the CUDA device (cuda/cuda_device.h: cuBLAS
+// and kernels, everything on one stream); OpenComputeDevice (device.h)
+// picks one at start. Element-wise and reduction logic is written once, as
+// host/device kernels (runtime/tensor/kernels/, runtime/nn/kernels/), which
+// both implementations run.
+//
+// Every pointer argument lives in this device's memory unless its name
+// says host. Operations are queued in order; CopyToHost, the loss and
+// Synchronize wait for what was queued before them and report the first
+// error of the queue (a CPU device never fails). A device is used by one
+// thread at a time (not thread-safe).
+#ifndef KUBETRAIN_RUNTIME_TENSOR_COMPUTE_DEVICE_H_
+#define KUBETRAIN_RUNTIME_TENSOR_COMPUTE_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/nn/kernels/max_pool.h"
+#include "runtime/tensor/blas.h"
+#include "runtime/tensor/device.h"
+#include "runtime/tensor/device_buffer.h"
+#include "runtime/tensor/kernels/dropout_mask.h"
+#include "runtime/tensor/kernels/im2col.h"
+#include "runtime/tensor/kernels/optimizer_update.h"
+
+namespace kubetrain {
+
+struct DeviceMemory {
+  int64_t total_bytes = 0;  // the device's memory (0 for the CPU: not tracked)
+  int64_t free_bytes = 0;   // free now (every process on the device counts)
+};
+
+struct LossSums {
+  double loss = 0;      // sum over the rows of each row's loss, in row order
+  int64_t correct = 0;  // rows whose arg-max is the label
+};
+
+class ComputeDevice {
+ public:
+  virtual ~ComputeDevice() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+  // Whether device pointers are plain host pointers that the CPU-specialised
+  // layer code (blocked convolutions, direct conv) may use.
+  virtual bool host_memory() const = 0;
+
+  // Device memory, uninitialised. ResourceExhausted when it does not fit.
+  virtual absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) = 0;
+  // Host memory the device copies to and from fastest (page-locked on CUDA).
+  virtual absl::StatusOr<DeviceBuffer> AllocatePinnedHost(size_t bytes) = 0;
+  virtual DeviceMemory Memory() = 0;
+
+  virtual void CopyToDevice(const void* host, void* device, size_t bytes) = 0;
+  // Waits for the queue, then copies.
+  virtual absl::Status CopyToHost(const void* device, void* host, size_t bytes) = 0;
+  virtual void Copy(const float* src, float* dst, int64_t n) = 0;
+  virtual void Fill(float* x, int64_t n, float value) = 0;
+  virtual absl::Status Synchronize() = 0;
+
+  // Row-major C[m x n] = alpha * op(A) * op(B) + beta * C (blas.h).
+  virtual void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) = 0;
+  // y{rows, cols} = row broadcast; out{cols} = column sums of x{rows, cols}.
+  virtual void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* y) = 0;
+  virtual void SumRows(const float* x, int64_t rows, int64_t cols, float* out) = 0;
+  virtual void Multiply(const float* a, const float* b, float* y, int64_t n) = 0;
+  virtual void Scale(float* x, int64_t n, float s) = 0;
+
+  virtual void ReluForward(const float* x, float* y, int64_t n) = 0;
+  virtual void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) = 0;
+  virtual void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
+                              float* y, int32_t* argmax) = 0;
+  virtual void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images,
+                               const float* gy, const int32_t* argmax, float* gx) = 0;
+  // col for `images` images starting at x; gx for `images` images from dcol.
+  virtual void Im2Col(const kernels::ConvShape& g, int64_t images, const float* x, float* col) = 0;
+  virtual void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol,
+                      float* gx) = 0;
+  virtual void DropoutForward(const kernels::DropoutParams& p, const float* x, float* mask,
+                              float* y, int64_t n) = 0;
+
+  // Softmax cross-entropy of logits{n, k} against host labels; writes the
+  // batch-mean loss's gradient when grad is non-null. Waits for the result.
+  virtual absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
+                                                       const int32_t* host_labels, float* grad) = 0;
+
+  // Fused optimizer updates (kernels/optimizer_update.h).
+  virtual void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
+                         int64_t n) = 0;
+  virtual void AdamUpdate(const kernels::AdamParams& o, float* p, const float* g, float* m,
+                          float* v, int64_t n) = 0;
+};
+
+// Grows `buffer` (never shrinks) to at least `bytes` on `device`; the
+// contents are not kept.
+absl::Status EnsureBytes(ComputeDevice& device, DeviceBuffer& buffer, size_t bytes);
+
+}  // namespace kubetrain
+
+#endif  // KUBETRAIN_RUNTIME_TENSOR_COMPUTE_DEVICE_H_

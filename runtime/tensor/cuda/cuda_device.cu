@@ -1,0 +1,302 @@
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/nn/kernels/max_pool.h"
+#include "runtime/nn/kernels/relu.h"
+#include "runtime/tensor/cuda/cuda_device.h"
+#include "runtime/tensor/kernels/dropout_mask.h"
+#include "runtime/tensor/kernels/im2col.h"
+#include "runtime/tensor/kernels/optimizer_update.h"
+#include "runtime/tensor/kernels/rows.h"
+#include "runtime/tensor/kernels/softmax_cross_entropy.h"
+
+namespace kubetrain::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The launch wrapper: one thread per index of [0, n), each running the
+// host/device kernel over its one-element range.
+template <typename F>
+__global__ void ForEachIndex(int64_t n, F f) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
+}
+
+__global__ void SoftmaxCrossEntropyKernel(const float* logits, int64_t n, int64_t k,
+                                          const int32_t* labels, float* grad, double* loss,
+                                          int32_t* correct) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  bool ok = false;
+  loss[i] = kernels::SoftmaxCrossEntropyRow(logits + i * k, k, labels[i], static_cast<double>(n),
+                                            grad == nullptr ? nullptr : grad + i * k, &ok);
+  correct[i] = ok ? 1 : 0;
+}
+
+void FreeDevice(void* p) { cudaFree(p); }
+void FreePinned(void* p) { cudaFreeHost(p); }
+
+class CudaDevice final : public ComputeDevice {
+ public:
+  CudaDevice(const DeviceInfo& info, cudaStream_t stream, cublasHandle_t blas)
+      : info_(info), stream_(stream), blas_(blas) {}
+  ~CudaDevice() override {
+    cudaStreamSynchronize(stream_);
+    ones_ = DeviceBuffer();
+    scratch_ = DeviceBuffer();
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  bool host_memory() const override { return false; }
+
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
+      cudaGetLastError();  // an allocation failure is not sticky: clear it
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes on ",
+                                                       info_.Id(), ": ", cudaGetErrorString(e)));
+    }
+    return DeviceBuffer(p, bytes, &FreeDevice);
+  }
+
+  absl::StatusOr<DeviceBuffer> AllocatePinnedHost(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaError_t e = cudaMallocHost(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate ", bytes, " bytes of pinned host memory: ", cudaGetErrorString(e)));
+    }
+    return DeviceBuffer(p, bytes, &FreePinned);
+  }
+
+  DeviceMemory Memory() override {
+    size_t free = 0, total = 0;
+    DeviceMemory m;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      m.total_bytes = static_cast<int64_t>(total);
+      m.free_bytes = static_cast<int64_t>(free);
+    }
+    return m;
+  }
+
+  void CopyToDevice(const void* host, void* device, size_t bytes) override {
+    if (bytes == 0) return;
+    Note(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+    // The host buffer may change as soon as this returns.
+    Note(cudaStreamSynchronize(stream_), "copy to device");
+  }
+
+  absl::Status CopyToHost(const void* device, void* host, size_t bytes) override {
+    if (bytes > 0) {
+      Note(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+    }
+    return Synchronize();
+  }
+
+  void Copy(const float* src, float* dst, int64_t n) override {
+    if (n <= 0 || src == dst) return;
+    Note(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
+                         stream_),
+         "copy");
+  }
+
+  void Fill(float* x, int64_t n, float value) override {
+    Launch(n, [=] __device__(int64_t i) { x[i] = value; });
+  }
+
+  absl::Status Synchronize() override {
+    Note(cudaStreamSynchronize(stream_), "stream");
+    return error_;
+  }
+
+  void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) override {
+    if (m <= 0 || n <= 0) return;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+    const cublasOperation_t ta = trans_a == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = trans_b == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasStatus_t st = cublasSgemm(blas_, tb, ta, static_cast<int>(n), static_cast<int>(m),
+                                          static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
+                                          static_cast<int>(lda), &beta, c, static_cast<int>(ldc));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      error_.Update(absl::InternalError(absl::StrCat(
+          "cublasSgemm on ", info_.Id(), " failed with status ", static_cast<int>(st))));
+    }
+  }
+
+  void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* y) override {
+    Launch(rows * cols,
+           [=] __device__(int64_t i) { kernels::BroadcastRows(i, i + 1, row, cols, y); });
+  }
+
+  void SumRows(const float* x, int64_t rows, int64_t cols, float* out) override {
+    // out{1, cols} = ones{1, rows} * x{rows, cols}: cuBLAS's reduction.
+    if (absl::Status s = EnsureOnes(rows); !s.ok()) {
+      error_.Update(s);
+      return;
+    }
+    Gemm(Trans::kNo, Trans::kNo, 1, cols, rows, 1.0f, ones_.data(), rows, x, cols, 0.0f, out, cols);
+  }
+
+  void Multiply(const float* a, const float* b, float* y, int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { kernels::Multiply(i, i + 1, a, b, y); });
+  }
+
+  void Scale(float* x, int64_t n, float s) override {
+    Launch(n, [=] __device__(int64_t i) { kernels::Scale(i, i + 1, s, x); });
+  }
+
+  void ReluForward(const float* x, float* y, int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { nn::kernels::ReluForward(i, i + 1, x, y); });
+  }
+
+  void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { nn::kernels::ReluBackward(i, i + 1, x, gy, gx); });
+  }
+
+  void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
+                      float* y, int32_t* argmax) override {
+    Launch(images * g.out_image(), [=] __device__(int64_t i) {
+      nn::kernels::MaxPoolForwardElements(g, i, i + 1, x, y, argmax);
+    });
+  }
+
+  void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+                       const int32_t* argmax, float* gx) override {
+    Launch(images * g.in_image(), [=] __device__(int64_t i) {
+      nn::kernels::MaxPoolBackwardElements(g, i, i + 1, gy, argmax, gx);
+    });
+  }
+
+  void Im2Col(const kernels::ConvShape& g, int64_t images, const float* x, float* col) override {
+    Launch(images * g.pixels() * g.patch(),
+           [=] __device__(int64_t i) { kernels::Im2Col(g, i, i + 1, x, col); });
+  }
+
+  void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol, float* gx) override {
+    Launch(images * g.in_image(),
+           [=] __device__(int64_t i) { kernels::Col2Im(g, i, i + 1, dcol, gx); });
+  }
+
+  void DropoutForward(const kernels::DropoutParams& p, const float* x, float* mask, float* y,
+                      int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { kernels::DropoutForward(p, i, i + 1, x, mask, y); });
+  }
+
+  absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
+                                               const int32_t* host_labels, float* grad) override {
+    // Scratch: labels, then per-row losses (double) and correct flags.
+    const size_t labels_bytes = static_cast<size_t>(n) * sizeof(int32_t);
+    const size_t loss_offset = (labels_bytes + 7) / 8 * 8;
+    const size_t correct_offset = loss_offset + static_cast<size_t>(n) * sizeof(double);
+    const size_t bytes = correct_offset + static_cast<size_t>(n) * sizeof(int32_t);
+    if (absl::Status s = EnsureBytes(*this, scratch_, bytes); !s.ok()) return s;
+    char* base = static_cast<char*>(static_cast<void*>(scratch_.data()));
+    int32_t* labels = reinterpret_cast<int32_t*>(base);
+    double* loss = reinterpret_cast<double*>(base + loss_offset);
+    int32_t* correct = reinterpret_cast<int32_t*>(base + correct_offset);
+    CopyToDevice(host_labels, labels, labels_bytes);
+    if (n > 0) {
+      SoftmaxCrossEntropyKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
+                                  stream_>>>(logits, n, k, labels, grad, loss, correct);
+      Note(cudaGetLastError(), "softmax cross-entropy launch");
+    }
+    host_loss_.resize(static_cast<size_t>(n));
+    host_correct_.resize(static_cast<size_t>(n));
+    if (absl::Status s =
+            CopyToHost(loss, host_loss_.data(), static_cast<size_t>(n) * sizeof(double));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            CopyToHost(correct, host_correct_.data(), static_cast<size_t>(n) * sizeof(int32_t));
+        !s.ok()) {
+      return s;
+    }
+    LossSums sums;
+    for (int64_t i = 0; i < n; ++i) {
+      sums.loss += host_loss_[static_cast<size_t>(i)];
+      sums.correct += host_correct_[static_cast<size_t>(i)];
+    }
+    return sums;
+  }
+
+  void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
+                 int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { kernels::SgdUpdate(o, i, i + 1, p, g, v); });
+  }
+
+  void AdamUpdate(const kernels::AdamParams& o, float* p, const float* g, float* m, float* v,
+                  int64_t n) override {
+    Launch(n, [=] __device__(int64_t i) { kernels::AdamUpdate(o, i, i + 1, p, g, m, v); });
+  }
+
+ private:
+  template <typename F>
+  void Launch(int64_t n, F f) {
+    if (n <= 0) return;
+    const int64_t blocks = (n + kThreads - 1) / kThreads;
+    ForEachIndex<<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(n, f);
+    Note(cudaGetLastError(), "kernel launch");
+  }
+
+  // Keeps the first error of the queue; Synchronize and CopyToHost report it.
+  void Note(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+      error_.Update(
+          absl::InternalError(absl::StrCat(info_.Id(), ": ", what, ": ", cudaGetErrorString(e))));
+    }
+  }
+
+  absl::Status EnsureOnes(int64_t n) {
+    if (ones_.floats() >= n) return absl::OkStatus();
+    if (absl::Status s = EnsureBytes(*this, ones_, static_cast<size_t>(n) * sizeof(float));
+        !s.ok()) {
+      return s;
+    }
+    Fill(ones_.data(), n, 1.0f);
+    return absl::OkStatus();
+  }
+
+  DeviceInfo info_;
+  cudaStream_t stream_;
+  cublasHandle_t blas_;
+  absl::Status error_;
+  DeviceBuffer ones_;     // SumRows' vector of ones
+  DeviceBuffer scratch_;  // the loss's labels and per-row results
+  std::vector<double> host_loss_;
+  std::vector<int32_t> host_correct_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenCudaDevice(const DeviceInfo& info,
+                                                              const DeviceOptions& options) {
+  if (cudaError_t e = cudaSetDevice(info.index); e != cudaSuccess) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot use ", info.Id(), ": ", cudaGetErrorString(e)));
+  }
+  cudaStream_t stream = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a stream on ", info.Id(), ": ", cudaGetErrorString(e)));
+  }
+  cublasHandle_t blas = nullptr;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    return absl::UnavailableError(absl::StrCat("cublasCreate failed on ", info.Id()));
+  }
+  cublasSetStream(blas, stream);
+  cublasSetMathMode(blas, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  return std::unique_ptr<ComputeDevice>(new CudaDevice(info, stream, blas));
+}
+
+}  // namespace kubetrain::cuda

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds kubetrain here with CUDA on and packs what a GPU machine needs to run
+# it and its GPU tests and benchmarks: the machine has CUDA 13 (driver,
+# cuBLAS, NCCL), CMake and PyTorch, but none of our Debian libraries, and
+# nothing can be fetched there.
+#
+#   scripts/gpu-run.sh [--with-data] [--out FILE]
+#
+# builds the binaries below in build/ (KUBETRAIN_WITH_CUDA=ON), copies them
+# with every shared library `ldd` lists except the CUDA ones (the GPU
+# machine's driver, cudart, cuBLAS and NCCL are used) into kubetrain-gpu/,
+# adds kubetrain-gpu/run.sh and bench/gpu_vs_pytorch.py, and writes a
+# compressed tarball (default .cache/gpu/kubetrain-gpu.tar.gz, git-ignored),
+# failing when it is 64 MiB or more (the device tool's carry limit).
+# --with-data adds Fashion-MNIST (about 30 MB) for the accuracy run.
+#
+# On the GPU machine (with the device tool: carry the tarball):
+#   tar xzf .cache/gpu/kubetrain-gpu.tar.gz -C /tmp
+#   /tmp/kubetrain-gpu/run.sh devices          # kubetrain devices
+#   /tmp/kubetrain-gpu/run.sh test             # the `gpu` tests
+#   /tmp/kubetrain-gpu/run.sh train --model cnn --device cuda ...
+#   /tmp/kubetrain-gpu/run.sh bench            # samples/s against PyTorch
+# run.sh sets LD_LIBRARY_PATH to the packed libraries, then the machine's
+# CUDA libraries (/usr/local/cuda/lib64, PyTorch's nvidia/*/lib); when the
+# machine's glibc is older than this build's it starts the binaries through
+# the packed dynamic loader and glibc instead.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+out=.cache/gpu/kubetrain-gpu.tar.gz
+with_data=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --with-data) with_data=1 ;;
+    --out) out="$2"; shift ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "gpu-run.sh: unknown argument '$1' (--with-data, --out FILE)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+targets=(kubetrain gpu_parity_test cuda_runtime_test kubetrain_bench)
+echo "gpu-run.sh: building ${targets[*]} with CUDA in build/" >&2
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKUBETRAIN_WITH_CUDA=ON >/dev/null
+cmake --build build -j"$(nproc)" --target "${targets[@]}"
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root="$stage/kubetrain-gpu"
+mkdir -p "$root/bin" "$root/lib" "$root/glibc" "$root/bench"
+cp build/runtime/kubetrain build/tests/runtime/train/gpu_parity_test \
+   build/tests/runtime/tensor/cuda_runtime_test build/bench/kubetrain_bench "$root/bin/"
+cp bench/gpu_vs_pytorch.py "$root/bench/"
+
+# Libraries the GPU machine brings itself: the CUDA driver and toolkit.
+is_cuda() { [[ "$1" =~ ^lib(cuda|cudart|cublas|cublasLt|nccl|nvidia-|nvrtc|nvJitLink) ]]; }
+# glibc: used only through the packed loader (see run.sh).
+is_glibc() { [[ "$1" =~ ^(libc|libm|libdl|librt|libpthread|libresolv|libutil|ld-linux-x86-64)\.so ]]; }
+for bin in "$root"/bin/*; do
+  ldd "$bin" | awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/lib/ {print $1}'
+done | sort -u | while read -r lib; do
+  name=$(basename "$lib")
+  if is_cuda "$name"; then continue; fi
+  if is_glibc "$name"; then cp -L "$lib" "$root/glibc/$name"; else cp -L "$lib" "$root/lib/$name"; fi
+done
+ldd --version | head -1 | awk '{print $NF}' > "$root/glibc/VERSION"
+
+if [[ $with_data == 1 ]]; then
+  mkdir -p "$root/data/fashion-mnist"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$root/data/fashion-mnist/"
+fi
+
+cat > "$root/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# kubetrain on a GPU machine without our Debian libraries (scripts/gpu-run.sh).
+#   run.sh devices | test | bench [args] | train [args] | exec BINARY [args]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cuda_dirs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+if py=$(command -v python3); then
+  torch_libs=$("$py" - <<'PY' 2>/dev/null || true
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except Exception:
+    roots = []
+print(":".join(d for r in roots for d in sorted(glob.glob(os.path.join(r, "*", "lib")))))
+PY
+)
+  [[ -n "$torch_libs" ]] && cuda_dirs="$cuda_dirs:$torch_libs"
+fi
+export LD_LIBRARY_PATH="$here/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+built=$(cat "$here/glibc/VERSION")
+have=$(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')
+launch=()
+if [[ -z "$have" || "$(printf '%s\n%s\n' "$built" "$have" | sort -V | head -1)" != "$built" ]]; then
+  # This machine's glibc is older than the build's: use the packed one.
+  launch=("$here/glibc/ld-linux-x86-64.so.2" --library-path "$here/glibc:$LD_LIBRARY_PATH")
+fi
+run() { "${launch[@]}" "$here/bin/$1" "${@:2}"; }
+data="$here/data/fashion-mnist"
+[[ -d "$data" ]] || data=/usr/share/datasets/fashion-mnist
+cmd="${1:-devices}"
+shift || true
+case "$cmd" in
+  devices) run kubetrain devices ;;
+  train) run kubetrain train --data "$data" "$@" ;;
+  test) run cuda_runtime_test "$@" && run gpu_parity_test "$@" ;;
+  bench)
+    python3 "$here/bench/gpu_vs_pytorch.py" --kubetrain "$here/bin/kubetrain-launch" --data "$data" "$@" ;;
+  exec) run "$@" ;;
+  *) echo "run.sh: unknown command '$cmd' (devices, test, bench, train, exec)" >&2; exit 2 ;;
+esac
+RUN
+# The bench script runs kubetrain as a plain executable: a launcher that
+# applies the same environment.
+cat > "$root/bin/kubetrain-launch" <<'LAUNCH'
+#!/usr/bin/env bash
+exec "$(dirname "$0")/../run.sh" exec kubetrain "$@"
+LAUNCH
+chmod +x "$root/run.sh" "$root/bin/kubetrain-launch"
+
+mkdir -p "$(dirname "$out")"
+tar -C "$stage" -czf "$out" kubetrain-gpu
+size=$(stat -c %s "$out")
+echo "gpu-run.sh: $out $((size / 1024 / 1024)) MiB ($size bytes)" >&2
+if (( size >= 64 * 1024 * 1024 )); then
+  echo "gpu-run.sh: error: $out is over the 64 MiB carry limit (drop --with-data?)" >&2
+  exit 1
+fi

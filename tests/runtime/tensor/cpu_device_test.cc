@@ -1,0 +1,86 @@
+#include "runtime/tensor/cpu_device.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/tensor/blas.h"
+#include "runtime/tensor/device.h"
+
+namespace kubetrain {
+namespace {
+
+TEST(CpuDevice, BuffersAreAlignedHostMemory) {
+  CpuDevice d;
+  EXPECT_TRUE(d.host_memory());
+  EXPECT_EQ(d.info().Id(), "cpu");
+  absl::StatusOr<DeviceBuffer> b = d.Allocate(100 * sizeof(float));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u);
+  EXPECT_EQ(b->floats(), 100);
+  const std::vector<float> src(100, 2.5f);
+  d.CopyToDevice(src.data(), b->data(), 100 * sizeof(float));
+  d.Scale(b->data(), 100, 2.0f);
+  std::vector<float> back(100);
+  ASSERT_TRUE(d.CopyToHost(b->data(), back.data(), 100 * sizeof(float)).ok());
+  EXPECT_EQ(back, std::vector<float>(100, 5.0f));
+}
+
+TEST(CpuDevice, GemmAndRowOpsMatchTheReference) {
+  CpuDevice d;
+  const int64_t m = 7, n = 5, k = 3;
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 5) - 2.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 3) * 0.5f;
+  const std::vector<float> bias = {1, 2, 3, 4, 5};
+  d.BroadcastRows(bias.data(), m, n, c.data());
+  d.Gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 1.0f, c.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float want = bias[j];
+      for (int64_t p = 0; p < k; ++p) want += a[i * k + p] * b[p * n + j];
+      EXPECT_FLOAT_EQ(c[i * n + j], want);
+    }
+  }
+  std::vector<float> sums(n);
+  d.SumRows(c.data(), m, n, sums.data());
+  for (int64_t j = 0; j < n; ++j) {
+    float want = 0;
+    for (int64_t i = 0; i < m; ++i) want += c[i * n + j];
+    EXPECT_EQ(sums[j], want);
+  }
+}
+
+TEST(CpuDevice, LossSumsRowLossesAndCountsCorrectRows) {
+  CpuDevice d;
+  const std::vector<float> logits = {0, 5, 0, /**/ 3, 0, 0};
+  const std::vector<int32_t> labels = {1, 2};
+  std::vector<float> grad(6);
+  absl::StatusOr<LossSums> s =
+      d.SoftmaxCrossEntropy(logits.data(), 2, 3, labels.data(), grad.data());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->correct, 1);
+  EXPECT_GT(s->loss, 3.0);  // row 1 is confidently wrong
+  float total = 0;
+  for (float g : grad) total += g;
+  EXPECT_NEAR(total, 0.0f, 1e-6);  // softmax - onehot sums to 0 per row
+}
+
+TEST(OpenComputeDevice, OpensTheCpuAndRefusesAnAbsentGpuInOneLine) {
+  absl::StatusOr<DeviceInfo> cpu = SelectDevice("cpu");
+  ASSERT_TRUE(cpu.ok());
+  absl::StatusOr<std::unique_ptr<ComputeDevice>> d = OpenComputeDevice(*cpu, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE((*d)->host_memory());
+  std::string why;
+  const std::vector<DeviceInfo> all = ListDevices(&why);
+  if (all.front().kind == DeviceKind::kCpu) {
+    absl::StatusOr<DeviceInfo> gpu = SelectDevice("cuda");
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_EQ(std::string(gpu.status().message()).find('\n'), std::string::npos);
+    EXPECT_NE(std::string(gpu.status().message()).find("not available"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kubetrain

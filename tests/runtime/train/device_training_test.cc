@@ -1,0 +1,109 @@
+// Training on a device without host memory (FakeDevice: a GPU's code paths
+// computed on the CPU): the local optimizer on the device, and a host
+// exchange behind StagedExchange, follow the CPU's loss curve.
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/exchange/local_exchange.h"
+#include "runtime/exchange/staged_exchange.h"
+#include "runtime/nn/model_spec.h"
+#include "runtime/train/trainer.h"
+#include "tests/support/fake_device.h"
+
+namespace kubetrain::train {
+namespace {
+
+// 4 classes on 6x6 one-channel images: class c brightens quadrant c.
+data::Dataset Quadrants(int n, uint64_t seed) {
+  data::Dataset ds;
+  ds.sample_shape = {6, 6, 1};
+  ds.num_classes = 4;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0, 0.3f);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 4;
+    for (int h = 0; h < 6; ++h) {
+      for (int w = 0; w < 6; ++w) {
+        ds.features.push_back(((h / 3) * 2 + w / 3 == c ? 1.0f : 0.0f) + noise(rng));
+      }
+    }
+    ds.labels.push_back(c);
+  }
+  return ds;
+}
+
+constexpr char kSpec[] = R"(
+layers:
+  - {type: conv2d, filters: 4, kernel: 3, padding: same}
+  - relu
+  - {type: maxpool2d, size: 2}
+  - flatten
+  - {type: dropout, rate: 0.1}
+  - {type: dense, units: 8}
+  - relu
+  - {type: dense, units: 4}
+)";
+
+enum class Exchange { kLocalOnDevice, kStagedHost };
+
+// The progress lines' loss every 10 steps of 100.
+std::vector<double> LossCurve(ComputeDevice& device, Exchange how, double* test_accuracy) {
+  data::Dataset train = Quadrants(400, 1), test = Quadrants(100, 2);
+  std::unique_ptr<nn::Model> model =
+      *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
+  const size_t n = static_cast<size_t>(model->num_params());
+  const LrSchedule schedule = *LrSchedule::Create({.base_lr = 0.05f});
+  const bool on_device = how == Exchange::kLocalOnDevice;
+  exchange::LocalExchange local(*MakeOptimizer({.kind = "sgd"}, n, on_device ? &device : nullptr),
+                                schedule);
+  std::unique_ptr<exchange::StagedExchange> staged;
+  if (!on_device) staged = *exchange::StagedExchange::Create(local, device, model->num_params());
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, on_device ? static_cast<exchange::Exchange&>(local) : *staged, train, &test,
+            {.epochs = 5, .batch_size = 20, .seed = 3, .log_every_steps = 10}, progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  *test_accuracy = r->test.accuracy;
+  std::vector<double> curve;
+  const std::string text = out.str();
+  const std::regex loss(R"((?:^| )loss=([0-9.]+))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), loss); it != std::sregex_iterator();
+       ++it) {
+    curve.push_back(std::stod((*it)[1]));
+  }
+  return curve;
+}
+
+TEST(DeviceTraining, LocalOptimizerOnTheDeviceFollowsTheCpuCurve) {
+  CpuDevice cpu;
+  testing::FakeDevice fake;
+  double acc_cpu = 0, acc_dev = 0;
+  const std::vector<double> want = LossCurve(cpu, Exchange::kLocalOnDevice, &acc_cpu);
+  const std::vector<double> got = LossCurve(fake, Exchange::kLocalOnDevice, &acc_dev);
+  ASSERT_EQ(want.size(), 10u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3) << "point " << i;
+  EXPECT_LT(want.back(), want.front() / 2) << "it learns";
+  EXPECT_NEAR(acc_dev, acc_cpu, 0.02);
+}
+
+TEST(DeviceTraining, HostExchangeThroughStagingFollowsTheCpuCurve) {
+  CpuDevice cpu;
+  testing::FakeDevice fake;
+  double acc_cpu = 0, acc_dev = 0;
+  const std::vector<double> want = LossCurve(cpu, Exchange::kLocalOnDevice, &acc_cpu);
+  const std::vector<double> got = LossCurve(fake, Exchange::kStagedHost, &acc_dev);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3) << "point " << i;
+  // Gradients went to the host and parameters came back every step.
+  EXPECT_GE(fake.copies_to_host(), 100);
+  EXPECT_GE(fake.copies_to_device(), 100);
+}
+
+}  // namespace
+}  // namespace kubetrain::train

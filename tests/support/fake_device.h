@@ -1,0 +1,103 @@
+// FakeDevice: a ComputeDevice that computes on the CPU (it delegates every
+// operation to a CpuDevice) but says its memory is not host memory, so that
+// the model, the layers and the trainer take the paths a GPU takes (device
+// im2col convolution, host-staged parameter initialisation, StagedExchange,
+// the memory check) on machines without a GPU. Memory() reports what the
+// test sets. Header-only; not thread-safe.
+#ifndef KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
+#define KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
+
+#include "runtime/tensor/cpu_device.h"
+
+namespace kubetrain::testing {
+
+class FakeDevice final : public ComputeDevice {
+ public:
+  FakeDevice() {
+    info_.kind = DeviceKind::kCuda;
+    info_.index = 7;
+    info_.name = "fake";
+  }
+
+  void set_memory(DeviceMemory m) { memory_ = m; }
+  int copies_to_host() const { return copies_to_host_; }
+  int copies_to_device() const { return copies_to_device_; }
+
+  const DeviceInfo& info() const override { return info_; }
+  bool host_memory() const override { return false; }
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override { return cpu_.Allocate(bytes); }
+  absl::StatusOr<DeviceBuffer> AllocatePinnedHost(size_t bytes) override {
+    return cpu_.Allocate(bytes);
+  }
+  DeviceMemory Memory() override { return memory_; }
+  void CopyToDevice(const void* host, void* device, size_t bytes) override {
+    ++copies_to_device_;
+    cpu_.CopyToDevice(host, device, bytes);
+  }
+  absl::Status CopyToHost(const void* device, void* host, size_t bytes) override {
+    ++copies_to_host_;
+    return cpu_.CopyToHost(device, host, bytes);
+  }
+  void Copy(const float* src, float* dst, int64_t n) override { cpu_.Copy(src, dst, n); }
+  void Fill(float* x, int64_t n, float value) override { cpu_.Fill(x, n, value); }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
+    cpu_.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* y) override {
+    cpu_.BroadcastRows(row, rows, cols, y);
+  }
+  void SumRows(const float* x, int64_t rows, int64_t cols, float* out) override {
+    cpu_.SumRows(x, rows, cols, out);
+  }
+  void Multiply(const float* a, const float* b, float* y, int64_t n) override {
+    cpu_.Multiply(a, b, y, n);
+  }
+  void Scale(float* x, int64_t n, float s) override { cpu_.Scale(x, n, s); }
+  void ReluForward(const float* x, float* y, int64_t n) override { cpu_.ReluForward(x, y, n); }
+  void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) override {
+    cpu_.ReluBackward(x, gy, gx, n);
+  }
+  void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
+                      float* y, int32_t* argmax) override {
+    cpu_.MaxPoolForward(g, images, x, y, argmax);
+  }
+  void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+                       const int32_t* argmax, float* gx) override {
+    cpu_.MaxPoolBackward(g, images, gy, argmax, gx);
+  }
+  void Im2Col(const kernels::ConvShape& g, int64_t images, const float* x, float* col) override {
+    cpu_.Im2Col(g, images, x, col);
+  }
+  void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol, float* gx) override {
+    cpu_.Col2Im(g, images, dcol, gx);
+  }
+  void DropoutForward(const kernels::DropoutParams& p, const float* x, float* mask, float* y,
+                      int64_t n) override {
+    cpu_.DropoutForward(p, x, mask, y, n);
+  }
+  absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
+                                               const int32_t* host_labels, float* grad) override {
+    return cpu_.SoftmaxCrossEntropy(logits, n, k, host_labels, grad);
+  }
+  void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
+                 int64_t n) override {
+    cpu_.SgdUpdate(o, p, g, v, n);
+  }
+  void AdamUpdate(const kernels::AdamParams& o, float* p, const float* g, float* m, float* v,
+                  int64_t n) override {
+    cpu_.AdamUpdate(o, p, g, m, v, n);
+  }
+
+ private:
+  CpuDevice cpu_;
+  DeviceInfo info_;
+  DeviceMemory memory_;
+  int copies_to_host_ = 0;
+  int copies_to_device_ = 0;
+};
+
+}  // namespace kubetrain::testing
+
+#endif  // KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
