@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kubetrain/clock.h"
 #include "operator/health_server.h"
 #include "operator/kube/rate_limiter.h"
 #include "operator/kube/work_queue.h"
@@ -175,9 +176,10 @@ TEST(PrometheusOperatorMetricsTest, LeaderAndQueueDepth) {
 TEST(PrometheusOperatorMetricsTest, QueueObserverFollowsARealQueue) {
   prometheus::Registry registry;
   PrometheusOperatorMetrics metrics(registry);
+  const RealClock clock;
   {
     kube::WorkQueue queue(
-        kube::NewItemExponentialRateLimiter(absl::Milliseconds(5), absl::Seconds(1)),
+        kube::NewItemExponentialRateLimiter(absl::Milliseconds(5), absl::Seconds(1)), clock,
         metrics.queue_observer());
     queue.Add("ns/a");
     queue.Add("ns/b");
