@@ -12,6 +12,8 @@ inline constexpr char kLabelReplicaIndex[] = "kubetrain.io/replica-index";
 // "chief" on the replica that initialises and decides success (IsChiefRole).
 inline constexpr char kLabelJobRole[] = "kubetrain.io/job-role";
 inline constexpr char kJobRoleChief[] = "chief";
+// On the Node that kubetrain-node-agent registers (tools/node_agent, docs/e2e.md).
+inline constexpr char kLabelNodeAgent[] = "kubetrain.io/node-agent";
 
 }  // namespace kubetrain::api
 

@@ -474,7 +474,7 @@ void RunEmulator(int n, int threads) {
   // Initial list by a fresh informer (what an operator restart costs).
   auto list_client = (*target)->NewClient();
   for (int round = 0; round < 3; ++round) {
-    kube::Informer fresh(**list_client, kube::kPods, options, &logger);
+    kube::Informer fresh(**list_client, kube::kPods, options, clock, &logger);
     auto a = Clock::now();
     fresh.Start();
     if (!fresh.WaitForSync(absl::Seconds(120))) {

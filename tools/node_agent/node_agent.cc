@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/labels.h"
 #include "operator/kube/object.h"
 #include "tools/node_agent/container_env.h"
 #include "tools/node_agent/hosts_file.h"
@@ -76,7 +77,7 @@ absl::Status NodeAgent::Register() {
               {"labels",
                {{"kubernetes.io/hostname", options_.node_name},
                 {"kubernetes.io/os", "linux"},
-                {"kubetrain.io/node-agent", "true"}}}}},
+                {api::kLabelNodeAgent, "true"}}}}},
             {"status",
              {{"capacity", resources},
               {"allocatable", resources},

@@ -1,7 +1,6 @@
 // Training on a device without host memory (FakeDevice: a GPU's code paths
 // computed on the CPU): the local optimizer on the device, and a host
 // exchange behind StagedExchange, follow the CPU's loss curve.
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "runtime/nn/model_spec.h"
 #include "runtime/train/trainer.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/progress_text.h"
 
 namespace kubetrain::train {
 namespace {
@@ -69,14 +69,7 @@ std::vector<double> LossCurve(ComputeDevice& device, Exchange how, double* test_
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return {};
   *test_accuracy = r->test.accuracy;
-  std::vector<double> curve;
-  const std::string text = out.str();
-  const std::regex loss(R"((?:^| )loss=([0-9.]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), loss); it != std::sregex_iterator();
-       ++it) {
-    curve.push_back(std::stod((*it)[1]));
-  }
-  return curve;
+  return testing::LossCurveOf(out.str());
 }
 
 TEST(DeviceTraining, LocalOptimizerOnTheDeviceFollowsTheCpuCurve) {

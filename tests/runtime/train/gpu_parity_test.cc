@@ -4,7 +4,6 @@
 // skips with the driver's reason.
 #include <cmath>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "runtime/tensor/cpu_device.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/trainer.h"
+#include "tests/support/progress_text.h"
 
 namespace kubetrain::train {
 namespace {
@@ -144,14 +144,7 @@ std::vector<double> LossCurve(ComputeDevice& device) {
             {.epochs = 5, .batch_size = 32, .seed = 3, .log_every_steps = 10}, progress, clock);
   absl::StatusOr<TrainResult> r = t.Run();
   EXPECT_TRUE(r.ok()) << r.status();
-  std::vector<double> curve;
-  const std::string text = out.str();
-  const std::regex loss(R"((?:^| )loss=([0-9.]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), loss); it != std::sregex_iterator();
-       ++it) {
-    curve.push_back(std::stod((*it)[1]));
-  }
-  return curve;
+  return testing::LossCurveOf(out.str());
 }
 
 TEST_F(GpuParity, HundredStepsFollowTheCpuLossCurve) {
