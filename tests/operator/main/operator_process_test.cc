@@ -212,8 +212,8 @@ TEST(OperatorBinaryTest, HelpListsEveryFlag) {
         "--leader-election-id NAME=kubetrain-operator", "--lease-duration DURATION=15s",
         "--renew-deadline DURATION=10s", "--retry-period DURATION=2s",
         "--metrics-bind-address ADDR=:8080", "--health-probe-bind-address ADDR=:8081",
-        "--workers N=4", "--gang-scheduler", "--progress-interval DURATION=30s",
-        "--log-format FORMAT=text", "--log-level LEVEL=info"}) {
+        "--workers N=16", "--kube-api-qps QPS=20", "--kube-api-burst N=30", "--gang-scheduler",
+        "--progress-interval DURATION=30s", "--log-format FORMAT=text", "--log-level LEVEL=info"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
 }
