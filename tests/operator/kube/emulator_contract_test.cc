@@ -439,9 +439,9 @@ class Replayer {
 // schema than crds/'s): the emulator checks TrainingJobs against that one.
 std::unique_ptr<KubeEmulator> StartEmulator() {
   KubeEmulatorOptions options;
-  options.crd_files = {
-      KUBETRAIN_SOURCE_DIR "/tests/operator/kube/testdata/transcript-crd.json",
-      KUBETRAIN_SOURCE_DIR "/tests/support/crds/scheduling.volcano.sh_podgroups.yaml"};
+  options.crd_files = {KUBETRAIN_SOURCE_DIR "/tests/operator/kube/testdata/transcript-crd.json",
+                       KUBETRAIN_SOURCE_DIR
+                       "/tests/support/crds/scheduling.volcano.sh_podgroups.yaml"};
   absl::StatusOr<std::unique_ptr<KubeEmulator>> emu = KubeEmulator::Start(options);
   EXPECT_TRUE(emu.ok()) << emu.status();
   return emu.ok() ? *std::move(emu) : nullptr;
