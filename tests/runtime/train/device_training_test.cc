@@ -11,27 +11,13 @@
 #include "runtime/train/trainer.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/progress_text.h"
+#include "tests/support/quadrants_dataset.h"
 
 namespace kubetrain::train {
 namespace {
 
-// 4 classes on 6x6 one-channel images: class c brightens quadrant c.
 data::Dataset Quadrants(int n, uint64_t seed) {
-  data::Dataset ds;
-  ds.sample_shape = {6, 6, 1};
-  ds.num_classes = 4;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0, 0.3f);
-  for (int i = 0; i < n; ++i) {
-    const int c = i % 4;
-    for (int h = 0; h < 6; ++h) {
-      for (int w = 0; w < 6; ++w) {
-        ds.features.push_back(((h / 3) * 2 + w / 3 == c ? 1.0f : 0.0f) + noise(rng));
-      }
-    }
-    ds.labels.push_back(c);
-  }
-  return ds;
+  return testing::QuadrantsDataset(n, seed, /*side=*/6, /*channels=*/1);
 }
 
 constexpr char kSpec[] = R"(

@@ -15,6 +15,7 @@
 #include "runtime/tensor/device.h"
 #include "runtime/train/trainer.h"
 #include "tests/support/progress_text.h"
+#include "tests/support/quadrants_dataset.h"
 
 namespace kubetrain::train {
 namespace {
@@ -106,26 +107,8 @@ TEST_F(GpuParity, EachLayerForwardAndBackwardWithin1e4OfTheCpu) {
   }
 }
 
-// 4 classes on 8x8x3 images: class c brightens channel c % 3 of quadrant c.
 data::Dataset Quadrants(int n, uint64_t seed) {
-  data::Dataset ds;
-  ds.sample_shape = {8, 8, 3};
-  ds.num_classes = 4;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0, 0.3f);
-  for (int i = 0; i < n; ++i) {
-    const int c = i % 4;
-    for (int h = 0; h < 8; ++h) {
-      for (int w = 0; w < 8; ++w) {
-        for (int ch = 0; ch < 3; ++ch) {
-          const bool on = (h / 4) * 2 + w / 4 == c && ch == c % 3;
-          ds.features.push_back((on ? 1.0f : 0.0f) + noise(rng));
-        }
-      }
-    }
-    ds.labels.push_back(c);
-  }
-  return ds;
+  return testing::QuadrantsDataset(n, seed, /*side=*/8, /*channels=*/3);
 }
 
 std::vector<double> LossCurve(ComputeDevice& device) {
