@@ -62,6 +62,13 @@ absl::Status KubeNodeApi::PatchPodStatus(const std::string& ns, const std::strin
   return client_.MergePatch(kube::kPods, ns, name, Json{{"status", status}}, "status").status();
 }
 
+absl::Status KubeNodeApi::PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                              const Json& annotations) {
+  return client_
+      .MergePatch(kube::kPods, ns, name, Json{{"metadata", {{"annotations", annotations}}}})
+      .status();
+}
+
 absl::Status KubeNodeApi::DeletePod(const std::string& ns, const std::string& name,
                                     const std::string& uid) {
   kube::DeleteOptions options;

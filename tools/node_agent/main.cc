@@ -1,12 +1,14 @@
 // kubetrain-node-agent: the kubelet's part on one machine, for tests and
 // local demos (docs/e2e.md). Registers a Node, binds and runs pods as
-// process groups in network namespaces, reports their status; SIGTERM or
-// SIGINT stops every pod and removes the namespaces.
+// process groups in network namespaces (or, without permission for them, on
+// the host's network with a loopback port per Service port), reports their
+// status; SIGTERM or SIGINT stops every pod and removes the namespaces.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -18,9 +20,12 @@
 #include "operator/kube/kube_config.h"
 #include "operator/kube/logger.h"
 #include "tools/node_agent/command_runner.h"
+#include "tools/node_agent/loopback_network.h"
 #include "tools/node_agent/netns_network.h"
+#include "tools/node_agent/network_mode.h"
 #include "tools/node_agent/node_agent.h"
 #include "tools/node_agent/node_api.h"
+#include "tools/node_agent/port_allocator.h"
 #include "tools/node_agent/process_launcher.h"
 #include "tools/node_agent/quantity.h"
 
@@ -40,6 +45,7 @@ struct Options {
   std::string entrypoint;
   std::string bridge = "kt0";
   std::string subnet = "10.244.0";
+  std::string network = "auto";
   double sync_seconds = 0.25;
   double shutdown_grace_seconds = 10;
 };
@@ -51,7 +57,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "kubetrain-node-agent: plays the kubelet (and a minimal scheduler) on this machine for "
       "tests and local demos. Pods run as process groups, each in its own network namespace "
-      "on a bridge; needs root."};
+      "on a bridge (root); without permission for network namespaces, on the host's network "
+      "with a loopback port per Service port."};
   app.add_option("--kubeconfig", o.kubeconfig, "kubeconfig ('' = $KUBECONFIG, ~/.kube/config)");
   app.add_option("--node-name", o.node_name, "the Node to register")->capture_default_str();
   app.add_option("--cpu", o.cpu, "CPU capacity (quantity)")->capture_default_str();
@@ -66,6 +73,13 @@ int main(int argc, char** argv) {
   app.add_option("--bridge", o.bridge, "bridge joining the pods' veths")->capture_default_str();
   app.add_option("--subnet", o.subnet, "first three octets of the pods' /24")
       ->capture_default_str();
+  app.add_option("--network", o.network,
+                 "pod network: netns (a namespace per pod on the bridge; needs root), loopback "
+                 "(the host's network, podIP 127.0.0.1, a loopback port per Service port, peers' "
+                 "addresses rewritten in each container's environment) or auto (netns when "
+                 "permitted, else loopback)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "netns", "loopback"}));
   app.add_option("--sync-interval", o.sync_seconds, "seconds between passes")
       ->capture_default_str();
   app.add_option("--shutdown-grace", o.shutdown_grace_seconds,
@@ -115,26 +129,40 @@ int main(int argc, char** argv) {
   }
   kube::KubeClient client(std::move(*transport));
   na::KubeNodeApi api(client);
+  absl::StatusOr<na::NetworkMode> mode = na::ParseNetworkMode(o.network);
+  if (!mode.ok()) {
+    logger.Error(kLog, std::string(mode.status().message()));
+    return 2;
+  }
+  const na::NetworkChoice choice = na::ChooseNetwork(
+      *mode, *mode == na::NetworkMode::kAuto ? na::ProbeNetworkNamespaces() : absl::OkStatus());
+  if (!choice.notice.empty()) logger.Warning(kLog, choice.notice);
   na::RealCommandRunner runner;
-  na::NetnsOptions net_options;
-  net_options.bridge = o.bridge;
-  net_options.subnet_prefix = o.subnet;
-  na::NetnsNetwork network(runner, net_options);
-  if (absl::Status s = network.Init(); !s.ok()) {
+  na::LoopbackPortAllocator ports;
+  std::unique_ptr<na::PodNetwork> network;
+  if (choice.loopback) {
+    network = std::make_unique<na::LoopbackNetwork>(ports);
+  } else {
+    na::NetnsOptions net_options;
+    net_options.bridge = o.bridge;
+    net_options.subnet_prefix = o.subnet;
+    network = std::make_unique<na::NetnsNetwork>(runner, net_options);
+  }
+  if (absl::Status s = network->Init(); !s.ok()) {
     logger.Error(kLog, absl::StrCat("no pod network: ", s.message(),
-                                    ". The node agent needs root for network namespaces; "
-                                    "without it, run jobs with `kubetrain run job.yaml` instead"));
+                                    ". Network namespaces need root; without it, run the agent "
+                                    "with --network loopback (or auto)"));
     return 1;
   }
   na::RealProcessLauncher launcher;
-  na::NodeAgent agent(api, network, launcher, clock, logger, options);
+  na::NodeAgent agent(api, *network, launcher, clock, logger, options);
   if (absl::Status s = agent.Register(); !s.ok()) {
     logger.Error(kLog, absl::StrCat("registering node ", o.node_name, ": ", s.message()));
     return 1;
   }
   logger.Info(kLog, absl::StrCat("node ", o.node_name, " registered on ", config->server, " (cpu ",
                                  o.cpu, ", memory ", o.memory, ", pods ", o.pods, "); pods get ",
-                                 network.Describe(), "; logs in ", o.state_dir, "/logs"));
+                                 network->Describe(), "; logs in ", o.state_dir, "/logs"));
   const absl::Duration interval = absl::Seconds(o.sync_seconds);
   std::string last_error;
   for (;;) {

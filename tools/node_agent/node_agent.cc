@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/labels.h"
+#include "api/ports.h"
 #include "operator/kube/object.h"
 #include "tools/node_agent/container_env.h"
 #include "tools/node_agent/hosts_file.h"
@@ -182,6 +183,7 @@ void NodeAgent::StartPod(const Json& pod) {
     run.ip = net->ip;
     logger_.Info(kLog, absl::StrCat("starting ", key, " at ", run.ip,
                                     net->netns.empty() ? "" : " in netns " + net->netns));
+    PublishMetricsPort(run);
     for (size_t i = 0; i < run.containers.size(); ++i) StartContainer(run, i);
   }
   runs_.emplace(run.uid, std::move(run));
@@ -194,6 +196,7 @@ void NodeAgent::StartContainer(PodRun& run, size_t i) {
                             const std::string& key) { return api_.ReadKey(kind, ns, name, key); };
   PodRuntimeFields fields{run.ip, options_.host_ip, options_.node_name};
   absl::StatusOr<api::EnvList> env = ContainerEnvironment(run.pod, spec, fields, lookup);
+  if (env.ok()) env = network_.RewriteEnvironment(*run.net, run.ns, service_names_, *env);
   absl::StatusOr<std::vector<std::string>> argv =
       env.ok() ? ContainerArgv(spec, *env, options_.entrypoint)
                : absl::StatusOr<std::vector<std::string>>(env.status());
@@ -277,11 +280,25 @@ void NodeAgent::ReapAndRestart(PodRun& run) {
       run.attach_failed = false;
       run.net = *net;
       run.ip = net->ip;
+      PublishMetricsPort(run);
       for (size_t i = 0; i < run.containers.size(); ++i) StartContainer(run, i);
     } else {
       for (ContainerRun& c : run.containers) c.restart_at = now + Backoff(2);
     }
   }
+}
+
+void NodeAgent::PublishMetricsPort(const PodRun& run) {
+  if (run.net->metrics_port == 0) return;
+  const std::string port = absl::StrCat(run.net->metrics_port);
+  if (kube::Annotation(run.pod, api::kPrometheusPortAnnotation) == port) return;
+  const Json annotations{{api::kPrometheusPortAnnotation, port}};
+  if (absl::Status s = api_.PatchPodAnnotations(run.ns, run.name, annotations); !s.ok()) {
+    logger_.Warning(kLog, absl::StrCat("annotating ", run.ns, "/", run.name, " with metrics port ",
+                                       port, ": ", s.message()));
+    return;
+  }
+  logger_.Info(kLog, absl::StrCat(run.ns, "/", run.name, " serves metrics on 127.0.0.1:", port));
 }
 
 bool NodeAgent::AnyRunning(const PodRun& run) const {
@@ -418,7 +435,12 @@ absl::Status NodeAgent::SyncOnce() {
   if (!listed.ok()) return listed.status();
   std::vector<Json> pods = std::move(*listed);
   absl::StatusOr<std::vector<Json>> services = api_.ListServices();
-  if (!services.ok()) first_error = services.status();
+  if (!services.ok()) {
+    first_error = services.status();
+  } else {
+    service_names_.clear();
+    for (const Json& svc : *services) service_names_.emplace(kube::Namespace(svc), kube::Name(svc));
+  }
 
   Schedule(pods, first_error);
 

@@ -17,7 +17,9 @@
 //     period has passed, then deletes the pod for good (grace 0); a pod
 //     that vanished from the API is killed at once;
 //  5. writes each pod's /etc/hosts so every Service name resolves to its
-//     pod's address;
+//     pod's address (on the loopback network, PodNetwork rewrites each
+//     container's environment instead, and the agent points the pod's
+//     prometheus.io/port annotation at the metrics port it was given);
 //  6. reports phase, podIP, conditions, container states, restart counts
 //     and exit codes through the status subresource when they changed.
 // It also writes <state>/pods/<ns>_<pod>.json (uid, ip, netns, host link,
@@ -34,6 +36,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -128,6 +131,9 @@ class NodeAgent {
   void BeginTermination(PodRun& run);
   bool AnyRunning(const PodRun& run) const;
   void ReleaseNetwork(PodRun& run);
+  // Points the pod's prometheus.io/port annotation at the port its network
+  // gave its metrics server, when that is not the annotated one.
+  void PublishMetricsPort(const PodRun& run);
   std::string Phase(const PodRun& run) const;
   nlohmann::json BuildStatus(PodRun& run);
   void WriteStateFile(const PodRun& run) const;
@@ -141,8 +147,9 @@ class NodeAgent {
   const Clock& clock_;
   kube::Logger& logger_;
   const NodeAgentOptions options_;
-  std::map<std::string, PodRun> runs_;                // by uid
-  std::map<std::string, std::string> unschedulable_;  // uid -> message sent
+  std::map<std::string, PodRun> runs_;                           // by uid
+  std::map<std::string, std::string> unschedulable_;             // uid -> message sent
+  std::set<std::pair<std::string, std::string>> service_names_;  // as last listed
   // Killed groups of pods that vanished from the API, reaped by later passes.
   std::vector<int> orphans_;
 };

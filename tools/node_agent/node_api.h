@@ -33,6 +33,9 @@ class NodeApi {
   // Merge-patches the pod's status subresource.
   virtual absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
                                       const nlohmann::json& status) = 0;
+  // Merge-patches metadata.annotations of the pod (string values).
+  virtual absl::Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                           const nlohmann::json& annotations) = 0;
   // Deletes the pod for good (grace period 0, precondition on uid): the
   // kubelet's last step after its containers stopped.
   virtual absl::Status DeletePod(const std::string& ns, const std::string& name,
@@ -54,6 +57,8 @@ class KubeNodeApi final : public NodeApi {
                     const std::string& node) override;
   absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
                               const nlohmann::json& status) override;
+  absl::Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                   const nlohmann::json& annotations) override;
   absl::Status DeletePod(const std::string& ns, const std::string& name,
                          const std::string& uid) override;
 

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object.h"
 #include "tests/support/temp_files.h"
+#include "tests/tools/node_agent/fake_port_allocator.h"
+#include "tools/node_agent/loopback_network.h"
 
 namespace kubetrain::node_agent {
 namespace {
@@ -49,6 +51,13 @@ class FakeApi final : public NodeApi {
     ++status_patches;
     return absl::OkStatus();
   }
+  absl::Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                   const Json& annotations) override {
+    Json& pod = pods[ns + "/" + name];
+    for (const auto& [k, v] : annotations.items()) pod["metadata"]["annotations"][k] = v;
+    ++annotation_patches;
+    return absl::OkStatus();
+  }
   absl::Status DeletePod(const std::string& ns, const std::string& name,
                          const std::string&) override {
     pods.erase(ns + "/" + name);
@@ -64,6 +73,7 @@ class FakeApi final : public NodeApi {
   std::map<std::string, std::string> keys;
   std::vector<std::string> bindings, deleted;
   int status_patches = 0;
+  int annotation_patches = 0;
 };
 
 class FakeNetwork final : public PodNetwork {
@@ -373,6 +383,67 @@ TEST_F(NodeAgentTest, ShutdownStopsEveryPodAndReleasesNetworks) {
   EXPECT_EQ(kills, 2);
   EXPECT_TRUE(network_.attached.empty());
   EXPECT_EQ(agent_->ActivePods(), 0);
+}
+
+// The loopback fallback end to end through the agent: two pods of a job on
+// 127.0.0.1, each told the other's loopback port, each with its own metrics
+// port published in its prometheus.io/port annotation.
+TEST(NodeAgentLoopbackTest, PodsOfAJobMeetOnTheirLoopbackPorts) {
+  data::testing_util::TempDir dir;
+  FakeApi api;
+  FakePortAllocator ports;
+  LoopbackNetwork network(ports);
+  FakeLauncher launcher;
+  FakeClock clock;
+  kube::NullLogger logger;
+  NodeAgentOptions options;
+  options.node_name = "n1";
+  options.entrypoint = "/opt/kubetrain";
+  options.state_dir = dir.path();
+  NodeAgent agent(api, network, launcher, clock, logger, options);
+  const char kTfConfig[] =
+      R"({"cluster":{"ps":["j-ps-0.team.svc:2222"],"worker":["j-worker-0.team.svc:2222"]},)";
+  for (const std::string type : {"ps", "worker"}) {
+    Json pod = MakePod("j-" + type + "-0", "OnFailure");
+    pod["metadata"]["annotations"]["prometheus.io/port"] = "8090";
+    pod["spec"]["containers"][0]["env"] = Json::array(
+        {{{"name", "TF_CONFIG"},
+          {"value", absl::StrCat(kTfConfig, R"("task":{"type":")", type, R"(","index":0}})")}},
+         {{"name", "WHO"}, {"value", "$(TF_CONFIG)"}}});
+    api.pods["team/" + kube::Name(pod)] = pod;
+    api.services.push_back(Json{{"metadata", {{"namespace", "team"}, {"name", kube::Name(pod)}}},
+                                {"spec", {{"selector", {{"name", kube::Name(pod)}}}}}});
+  }
+  ASSERT_TRUE(agent.SyncOnce().ok());
+  const int ps_port = network.endpoints().allocated().at({"team", "j-ps-0", 2222});
+  const int worker_port = network.endpoints().allocated().at({"team", "j-worker-0", 2222});
+  const std::string cluster = absl::StrCat(R"({"cluster":{"ps":["127.0.0.1:)", ps_port,
+                                           R"("],"worker":["127.0.0.1:)", worker_port, R"("]},)");
+  std::set<std::string> metrics_ports;
+  for (const std::string type : {"ps", "worker"}) {
+    const std::string name = "j-" + type + "-0";
+    const int pid =
+        launcher.PidOf(absl::StrCat(cluster, R"("task":{"type":")", type, R"(","index":0}})"));
+    ASSERT_NE(pid, 0) << name << " did not start with the rewritten TF_CONFIG";
+    const LaunchSpec& spec = launcher.launched[pid];
+    // No namespace to enter: the entrypoint runs as is, args expanded from
+    // the rewritten environment.
+    EXPECT_EQ(spec.argv.front(), "/opt/kubetrain");
+    std::string metrics;
+    for (const auto& [k, v] : spec.env) {
+      if (k == "KUBETRAIN_METRICS_PORT") metrics = v;
+    }
+    ASSERT_FALSE(metrics.empty());
+    metrics_ports.insert(metrics);
+    const Json pod = api.Pod("team/" + name);
+    EXPECT_EQ(pod["metadata"]["annotations"]["prometheus.io/port"], metrics);
+    EXPECT_EQ(pod["status"]["podIP"], "127.0.0.1");
+  }
+  EXPECT_EQ(metrics_ports.size(), 2u);
+  EXPECT_EQ(api.annotation_patches, 2);
+  // Later passes do not patch again; nothing was written as /etc/hosts.
+  ASSERT_TRUE(agent.SyncOnce().ok());
+  EXPECT_EQ(api.annotation_patches, 2);
 }
 
 }  // namespace
