@@ -1,6 +1,8 @@
 #include "tests/support/kube_emulator.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,8 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "operator/kube/yaml_json.h"
 #include "tests/support/kube_emulator_http.h"
 #include "tests/support/kube_emulator_store.h"
+#include "tests/support/kube_emulator_table.h"
 
 namespace kubetrain::testing {
 namespace {
@@ -169,6 +173,20 @@ bool ParseListOptions(const HttpRequest& req, ListOptions* o, ApiResult* error) 
   return true;
 }
 
+}  // namespace
+
+ApiResult KubeEmulator::AsTableIfAsked(const HttpRequest& req, const ResourceType& rt,
+                                       ApiResult result) const {
+  if (result.code != 200 || !WantsTable(req.Header("accept"))) return result;
+  auto p = presentations_.find(rt.GroupResource());
+  static const std::vector<PrinterColumn> kNone;
+  result.body =
+      ToTable(rt, result.body, p == presentations_.end() ? kNone : p->second.columns, absl::Now());
+  return result;
+}
+
+namespace {
+
 std::string Verb(const std::string& method, bool has_name, bool watch) {
   if (method == "GET") return watch ? "watch" : has_name ? "get" : "list";
   if (method == "POST") return "create";
@@ -223,13 +241,26 @@ absl::StatusOr<std::unique_ptr<KubeEmulator>> KubeEmulator::Start(
   store_options.gc_delay = options.gc_delay;
   std::vector<std::string> crd_files = options.crd_files;
   if (crd_files.empty()) crd_files = absl::StrSplit(KUBETRAIN_EMULATOR_CRD_FILES, ',');
+  Presentations presentations;
   for (const std::string& path : crd_files) {
     absl::StatusOr<StructuralSchema> schema = StructuralSchema::FromCrdFile(path);
     if (!schema.ok()) return schema.status();
     store_options.schemas.push_back(*std::move(schema));
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<json> crd = kube::ParseYamlOrJson(text.str(), path);
+    if (!crd.ok()) return crd.status();
+    absl::StatusOr<std::pair<std::string, ResourcePresentation>> p =
+        ResourcePresentation::FromCrd(*crd);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat(path, ": ", p.status().message()));
+    }
+    presentations.insert(*std::move(p));
   }
   std::unique_ptr<KubeEmulator> emu(
       new KubeEmulator(options, std::make_unique<EmulatorStore>(store_options)));
+  emu->presentations_ = WithBuiltinPresentations(std::move(presentations));
   absl::StatusOr<std::unique_ptr<EmulatorHttpServer>> server = EmulatorHttpServer::Start(
       options.port,
       [e = emu.get()](const HttpRequest& req, HttpConnection& conn) { e->Handle(req, conn); });
@@ -347,6 +378,14 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
     WriteApi(conn, req, FaultResult(*fault));
     return;
   }
+  if (req.method == "GET" && !anonymous) {
+    std::optional<OrderedJson> doc =
+        DiscoveryDocument(req.path, presentations_, absl::StrCat("127.0.0.1:", server_->port()));
+    if (doc.has_value()) {
+      WriteResponse(conn, 200, "application/json", GoJson(*doc, WantsPretty(req)), {});
+      return;
+    }
+  }
 
   // Route: /api/v1/... or /apis/<group>/<version>/...
   std::vector<std::string> segs = absl::StrSplit(req.path, '/', absl::SkipEmpty());
@@ -403,6 +442,18 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
     WriteApi(conn, req,
              StatusResult(404, "NotFound",
                           absl::StrCat(rt->GroupResource(), " \"", name, "\" not found"), d));
+    return;
+  }
+  if (rt != nullptr && rt->group.empty() && rt->plural == "pods" && sub == "binding" &&
+      !name.empty() && !anonymous) {
+    if (req.method == "POST") {
+      WriteApi(conn, req, store_->Bind(ns, name, req.body));
+    } else {
+      WriteApi(conn, req,
+               StatusResult(405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource",
+                            StatusDetails{}));
+    }
     return;
   }
   if (rt != nullptr && !sub.empty() && !(sub == "status" && rt->has_status)) rt = nullptr;
@@ -462,7 +513,7 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
         ServeWatch(req, conn, rt, ns, &lo);
         return;
       }
-      WriteApi(conn, req, store_->List(*rt, ns, lo));
+      WriteApi(conn, req, AsTableIfAsked(req, *rt, store_->List(*rt, ns, lo)));
       return;
     }
     if (ns.empty() && rt->namespaced) {
@@ -490,7 +541,7 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
   }
   bool status = sub == "status";
   if (req.method == "GET") {
-    WriteApi(conn, req, store_->Get(*rt, ns, name));
+    WriteApi(conn, req, AsTableIfAsked(req, *rt, store_->Get(*rt, ns, name)));
   } else if (req.method == "PUT") {
     if (bad_media()) {
       unsupported_media();

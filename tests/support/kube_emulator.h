@@ -1,14 +1,18 @@
 // KubeEmulator: an in-process Kubernetes API server for tests. It serves, on
 // 127.0.0.1 over HTTP/1.1, core v1 pods (+/status), services, events, secrets,
 // configmaps and namespaces ("default" exists from the start),
-// coordination.k8s.io/v1 leases, kubetrain.io/v1alpha1 trainingjobs (+/status)
-// and scheduling.volcano.sh/v1beta1 podgroups (no /status, as Volcano's CRD), with the paths,
+// coordination.k8s.io/v1 leases, kubetrain.io/v1alpha1 trainingjobs (+/status),
+// scheduling.volcano.sh/v1beta1 podgroups (no /status, as Volcano's CRD) and
+// nodes (+/status, and pods/binding for a node agent), with the paths,
 // Status bodies, resourceVersion rules, watch stream framing, bookmarks, 410s,
 // deletion propagation and garbage collection of a real kube-apiserver v1.20
 // (see tests/operator/kube/testdata/kube-api-transcripts/ and the contract test
 // that replays them). There is no kubelet or scheduler: tests set pod status
 // through PUT/PATCH on /status. TrainingJob and PodGroup writes are checked
 // against the schemas in their CRD manifests (KubeEmulatorOptions::crd_files).
+// For kubectl it also serves discovery (/api, /apis, ...), a minimal OpenAPI v3
+// (kube_emulator_discovery.h) and Tables for `kubectl get` with the CRDs'
+// printer columns (kube_emulator_table.h).
 //
 // Thread-safe. The destructor ends open watches, stops the server and the
 // garbage collector, and returns promptly.
@@ -25,11 +29,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "tests/support/kube_emulator_discovery.h"
 
 namespace kubetrain::testing {
 
 class EmulatorHttpServer;
 class EmulatorStore;
+struct ApiResult;
+struct ResourceType;
 class HttpConnection;
 struct HttpRequest;
 
@@ -85,10 +92,13 @@ class KubeEmulator {
  private:
   KubeEmulator(const KubeEmulatorOptions& options, std::unique_ptr<EmulatorStore> store);
   void Handle(const HttpRequest& req, HttpConnection& conn);
+  // `result` as a meta.k8s.io/v1 Table when the request's Accept asks for one.
+  ApiResult AsTableIfAsked(const HttpRequest& req, const ResourceType& rt, ApiResult result) const;
   void ServeWatch(const HttpRequest& req, HttpConnection& conn, const void* resource,
                   const std::string& ns, const void* list_options);
 
   const KubeEmulatorOptions options_;
+  Presentations presentations_;  // shortNames, printer columns (set by Start)
   std::unique_ptr<EmulatorStore> store_;
   std::unique_ptr<EmulatorHttpServer> server_;
   mutable absl::Mutex mu_;

@@ -540,6 +540,14 @@ const std::vector<ResourceType>& ServedResources() {
        .custom = true,
        .has_status = false,  // as Volcano's CRD: no status subresource
        .rv_required = true},
+      // Registered by a node agent (tools/node_agent/) when one plays the kubelet.
+      {.group = "",
+       .version = "v1",
+       .plural = "nodes",
+       .kind = "Node",
+       .namespaced = false,
+       .has_status = true,
+       .delete_returns_object = true},
   };
   return *resources;
 }
@@ -1017,6 +1025,57 @@ ApiResult EmulatorStore::Get(const ResourceType& rt, const std::string& ns,
   if (it == b.end()) return NotFound(rt, name);
   ApiResult r;
   r.body = Present(rt, it->second.obj);
+  return r;
+}
+
+ApiResult EmulatorStore::Bind(const std::string& ns, const std::string& name,
+                              const std::string& body) {
+  const ResourceType& rt = ServedResources()[0];  // pods
+  json binding = json::parse(body, nullptr, false);
+  if (binding.is_discarded() || !binding.is_object()) {
+    return BadRequest("the body of the request could not be decoded");
+  }
+  const std::string node = StrField(binding, "target", "name");
+  if (node.empty()) {
+    return StatusResult(422, "Invalid",
+                        absl::StrCat("Binding.core \"", name,
+                                     "\" is invalid: target.name: "
+                                     "Required value"),
+                        std::nullopt);
+  }
+  absl::MutexLock lock(&mu_);
+  Bucket& bucket = BucketLocked(rt);
+  const std::string key = KeyOf(ns, name);
+  auto it = bucket.find(key);
+  if (it == bucket.end()) return NotFound(rt, name);
+  json obj = it->second.obj;
+  const std::string uid = StrField(binding, "metadata", "uid");
+  const std::string assigned = StrField(obj, "spec", "nodeName");
+  StatusDetails details;
+  details.name = name;
+  details.kind = "pods/binding";
+  if (!uid.empty() && uid != StrField(obj, "metadata", "uid")) {
+    return StatusResult(409, "Conflict",
+                        absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name,
+                                     "\": Precondition failed: UID in precondition: ", uid),
+                        details);
+  }
+  if (!assigned.empty() || obj["metadata"].contains("deletionTimestamp")) {
+    return StatusResult(
+        409, "Conflict",
+        absl::StrCat(
+            "Operation cannot be fulfilled on pods/binding \"", name, "\": ",
+            assigned.empty()
+                ? absl::StrCat("pod ", name, " is being deleted")
+                : absl::StrCat("pod ", name, " is already assigned to node \"", assigned, "\"")),
+        details);
+  }
+  obj["spec"]["nodeName"] = node;
+  std::set<std::string> owned = it->second.owned;
+  CommitLocked(rt, key, std::move(obj), std::move(owned), false);
+  ApiResult r = StatusResult(201, "", "", std::nullopt);
+  r.code = 201;
+  r.body["code"] = 201;
   return r;
 }
 

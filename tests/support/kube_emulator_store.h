@@ -150,6 +150,11 @@ class EmulatorStore {
   ApiResult DeleteCollection(const ResourceType& rt, const std::string& ns,
                              const ListOptions& options);
 
+  // POST pods/<name>/binding: sets spec.nodeName to the Binding's
+  // target.name once (409 when the pod is bound already, being deleted, or
+  // its uid differs from the Binding's metadata.uid).
+  ApiResult Bind(const std::string& ns, const std::string& name, const std::string& body);
+
   // Starts a watch. On an HTTP-level error (bad resourceVersion) returns it in
   // `error` and nullptr. A too-old resourceVersion gives a watcher whose only
   // event is the ERROR 410.

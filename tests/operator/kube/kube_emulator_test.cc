@@ -392,5 +392,129 @@ TEST_F(KubeEmulatorTest, LeasesServicesNamespaces) {
   EXPECT_EQ(Code("/api/v1/namespaces/gone/pods/p"), 404);
 }
 
+// What kubectl reads before it touches a resource, as kube-apiserver v1.20
+// answers it (recorded with kubectl 1.31 -v=8 against a real one).
+TEST_F(KubeEmulatorTest, ServesDiscoveryForKubectl) {
+  json api = Get(U("/api")).Json();
+  EXPECT_EQ(api["kind"], "APIVersions");
+  EXPECT_EQ(api["versions"], json::array({"v1"}));
+  json groups = Get(U("/apis")).Json();
+  EXPECT_EQ(groups["kind"], "APIGroupList");
+  bool kubetrain = false;
+  for (const json& g : groups["groups"]) {
+    if (g["name"] == "kubetrain.io") {
+      kubetrain = true;
+      EXPECT_EQ(g["preferredVersion"]["groupVersion"], "kubetrain.io/v1alpha1");
+    }
+  }
+  EXPECT_TRUE(kubetrain) << groups.dump();
+  json tj = Get(U("/apis/kubetrain.io/v1alpha1")).Json();
+  EXPECT_EQ(tj["kind"], "APIResourceList");
+  EXPECT_EQ(tj["groupVersion"], "kubetrain.io/v1alpha1");
+  ASSERT_EQ(tj["resources"].size(), 2u);
+  EXPECT_EQ(tj["resources"][0]["name"], "trainingjobs");
+  EXPECT_EQ(tj["resources"][0]["singularName"], "trainingjob");
+  EXPECT_EQ(tj["resources"][0]["shortNames"], json::array({"tj"}));  // from the CRD
+  EXPECT_EQ(tj["resources"][0]["kind"], "TrainingJob");
+  EXPECT_EQ(tj["resources"][1]["name"], "trainingjobs/status");
+  std::map<std::string, json> core;
+  const json v1 = Get(U("/api/v1")).Json();
+  for (const json& r : v1["resources"]) core[r["name"]] = r;
+  EXPECT_EQ(core["pods"]["shortNames"], json::array({"po"}));
+  EXPECT_EQ(core["nodes"]["namespaced"], false);
+  EXPECT_EQ(core["pods/binding"]["verbs"], json::array({"create"}));
+  // A minimal OpenAPI v3 that declares fieldValidation on each PATCH, so
+  // kubectl leaves validation to the server; no OpenAPI v2.
+  json v3 = Get(U("/openapi/v3")).Json();
+  const std::string url =
+      v3["paths"]["apis/kubetrain.io/v1alpha1"]["serverRelativeURL"].get<std::string>();
+  json doc = Get(U(url)).Json();
+  json patch =
+      doc["paths"]["/apis/kubetrain.io/v1alpha1/namespaces/{namespace}/trainingjobs/{name}"]
+         ["patch"];
+  EXPECT_EQ(patch["parameters"][0]["name"], "fieldValidation");
+  EXPECT_EQ(patch["x-kubernetes-group-version-kind"]["kind"], "TrainingJob");
+  EXPECT_EQ(Code("/openapi/v2"), 404);
+}
+
+TEST_F(KubeEmulatorTest, AnswersTablesWithTheCrdsPrinterColumns) {
+  Create(kJobs, JobBody("tj1"));
+  json status = {{"status",
+                  {{"progress", {{"step", 12}, {"loss", 0.5}, {"accuracy", 0.75}}},
+                   {"conditions",
+                    {{{"type", "Created"},
+                      {"status", "True"},
+                      {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                      {"lastUpdateTime", "2026-01-01T00:00:00Z"}},
+                     {{"type", "Running"},
+                      {"status", "True"},
+                      {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                      {"lastUpdateTime", "2026-01-01T00:00:00Z"}}}}}}};
+  ASSERT_EQ(Send("PATCH", U(absl::StrCat(kJobs, "/tj1/status")), status.dump(),
+                 "application/merge-patch+json")
+                .code,
+            200);
+  HttpCall call;
+  call.url = U(kJobs);
+  call.headers = {
+      "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,application/"
+      "json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"};
+  json table = Fetch(call).Json();
+  EXPECT_EQ(table["kind"], "Table");
+  EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
+  std::vector<std::string> names;
+  for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Status", "Step", "Loss", "Accuracy", "Age"}));
+  ASSERT_EQ(table["rows"].size(), 1u);
+  const json cells = table["rows"][0]["cells"];
+  EXPECT_EQ(cells[0], "tj1");
+  EXPECT_EQ(cells[1], "Running");  // .status.conditions[-1:].type
+  EXPECT_EQ(cells[2], 12);
+  EXPECT_EQ(cells[3], 0.5);
+  EXPECT_EQ(cells[4], 0.75);
+  EXPECT_TRUE(cells[5].is_string());
+  EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(table["rows"][0]["object"]["metadata"]["name"], "tj1");
+  // One object, and pods with their own columns.
+  call.url = U(absl::StrCat(kJobs, "/tj1"));
+  EXPECT_EQ(Fetch(call).Json()["rows"].size(), 1u);
+  Create(kPods, PodBody("p1"));
+  call.url = U(kPods);
+  json pods = Fetch(call).Json();
+  EXPECT_EQ(pods["columnDefinitions"][1]["name"], "Ready");
+  EXPECT_EQ(pods["rows"][0]["cells"][1], "0/1");
+  EXPECT_EQ(pods["rows"][0]["cells"][2], "Pending");
+  EXPECT_EQ(pods["rows"][0]["cells"][6], "<none>");  // no node yet
+  // Without the Accept header: the list as always.
+  EXPECT_EQ(Get(U(kPods)).Json()["kind"], "PodList");
+}
+
+TEST_F(KubeEmulatorTest, NodesAndPodBindingsForANodeAgent) {
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}};
+  Create("/api/v1/nodes", node);
+  ASSERT_EQ(Send("PATCH", U("/api/v1/nodes/n1/status"),
+                 R"({"status":{"conditions":[{"type":"Ready","status":"True"}]}})",
+                 "application/merge-patch+json")
+                .code,
+            200);
+  EXPECT_EQ(Get(U("/api/v1/nodes/n1")).Json()["status"]["conditions"][0]["type"], "Ready");
+  json pod = Create(kPods, PodBody("p1"));
+  json binding = {{"apiVersion", "v1"},
+                  {"kind", "Binding"},
+                  {"metadata", {{"name", "p1"}, {"uid", pod["metadata"]["uid"]}}},
+                  {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "n1"}}}};
+  json bound = Create(absl::StrCat(kPods, "/p1/binding"), binding, 201);
+  EXPECT_EQ(bound["status"], "Success");
+  EXPECT_EQ(Get(U(absl::StrCat(kPods, "/p1"))).Json()["spec"]["nodeName"], "n1");
+  json again = Create(absl::StrCat(kPods, "/p1/binding"), binding, 409);
+  EXPECT_EQ(again["message"],
+            "Operation cannot be fulfilled on pods/binding \"p1\": pod p1 is already assigned to "
+            "node \"n1\"");
+  Create(kPods, PodBody("p2"));
+  binding["metadata"] = {{"name", "p2"}, {"uid", "not-its-uid"}};
+  EXPECT_EQ(Create(absl::StrCat(kPods, "/p2/binding"), binding, 409)["reason"], "Conflict");
+  Create(absl::StrCat(kPods, "/nope/binding"), binding, 404);
+}
+
 }  // namespace
 }  // namespace kubetrain::testing
