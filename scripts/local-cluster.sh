@@ -1,19 +1,26 @@
 #!/bin/bash
 # One command starts a local Kubernetes cluster for trying the operator without a cluster
-# (docs/e2e.md): a real control plane (kube-apiserver + controller-manager + etcd, from
-# ../shared/tools/kube-control-plane), the TrainingJob CRD, the kubetrain-operator binary and
-# kubetrain-node-agent playing the kubelet (pods run as process groups in network namespaces).
+# (docs/e2e.md): an API server (a real control plane: kube-apiserver + controller-manager + etcd
+# from ../shared/tools/kube-control-plane; or, without that tool or with --api emulator,
+# kubetrain-api-emulator, the tests' in-memory API emulator as a server), the TrainingJob CRD,
+# the kubetrain-operator binary and
+# kubetrain-node-agent playing the kubelet (pods run as process groups in network namespaces;
+# without root, on the host's network with a loopback port per Service port).
 #
-#   scripts/local-cluster.sh up   [STATE_DIR]   # prints `export KUBECONFIG=...`
+#   scripts/local-cluster.sh up   [--api auto|real|emulator] [STATE_DIR]
+#                                             # prints `export KUBECONFIG=...`
 #   scripts/local-cluster.sh down [STATE_DIR]   # stops exactly what `up` started
 #   scripts/local-cluster.sh logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]
 #                                             # a pod's log (what `kubectl logs` would print)
 #   scripts/local-cluster.sh start-operator [STATE_DIR]   # the operator again, after a kill
 #
-# STATE_DIR defaults to /tmp/kubetrain-local. Needs root (network namespaces) and a build
-# (`make build`). Env: KCP_DIR (the control-plane tool), API_PORT, ETCD_PORT, ETCD_PEER,
-# KCM_PORT (its ports, passed through), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY
-# (16Gi), NODE_SUBNET (10.244.0), NODE_BRIDGE (kt0), PROGRESS_INTERVAL (2s).
+# STATE_DIR defaults to /tmp/kubetrain-local. Needs a build (`make build`); root gives each pod
+# a network namespace, without it the agent falls back to loopback and says so. Env: KCP_DIR
+# (the control-plane tool), API_PORT, ETCD_PORT, ETCD_PEER, KCM_PORT (its ports, passed
+# through), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY (16Gi), NODE_SUBNET
+# (10.244.0), NODE_BRIDGE (kt0), NODE_NETWORK (auto|netns|loopback: the agent's --network),
+# NODE_AGENT_USER (a uid: run the agent and so its pods as that user, with setpriv; as root this
+# shows the loopback fallback), PROGRESS_INTERVAL (2s).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}
@@ -42,36 +49,78 @@ stop_pid() {  # stop_pid FILE NAME: SIGTERM, then SIGKILL after 20 s
 
 case "$cmd" in
 up)
+  API=${API:-auto}
+  if [ "${1:-}" = --api ]; then API=${2:-}; shift 2; fi
+  case "$API" in auto|real|emulator) ;; *) echo "local-cluster.sh: --api auto|real|emulator, not '$API'" >&2; exit 2 ;; esac
   S=${1:-/tmp/kubetrain-local}
   KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+  EMULATOR=$BUILD_DIR/tools/api_emulator/kubetrain-api-emulator
+  if [ "$API" = auto ]; then
+    if [ -x "$KCP_DIR/start.sh" ]; then API=real; else
+      API=emulator
+      echo "local-cluster.sh: no control plane tool at $KCP_DIR: using kubetrain-api-emulator" >&2
+    fi
+  fi
   OPERATOR=$BUILD_DIR/operator/kubetrain-operator
   AGENT=$BUILD_DIR/tools/node_agent/kubetrain-node-agent
   RUNTIME=$BUILD_DIR/runtime/kubetrain
-  [ "$(id -u)" = 0 ] || { echo "local-cluster.sh: the node agent needs root (network namespaces); without root use \`kubetrain run job.yaml\`" >&2; exit 1; }
+  if [ "$(id -u)" != 0 ] || [ -n "${NODE_AGENT_USER:-}" ]; then
+    echo "local-cluster.sh: the node agent runs without root: it will fall back to loopback (pods on 127.0.0.1, a port per Service port)" >&2
+  fi
   for b in "$OPERATOR" "$AGENT" "$RUNTIME"; do
     [ -x "$b" ] || { echo "local-cluster.sh: $b missing; build it (cmake --build build --target kubetrain kubetrain-operator kubetrain-node-agent)" >&2; exit 1; }
   done
-  [ -x "$KCP_DIR/start.sh" ] || { echo "local-cluster.sh: no control plane at $KCP_DIR (set KCP_DIR)" >&2; exit 1; }
+  if [ "$API" = real ]; then
+    [ -x "$KCP_DIR/start.sh" ] || { echo "local-cluster.sh: no control plane at $KCP_DIR (set KCP_DIR, or --api emulator)" >&2; exit 1; }
+  else
+    [ -x "$EMULATOR" ] || { echo "local-cluster.sh: $EMULATOR missing; build it (cmake --build build --target kubetrain-api-emulator)" >&2; exit 1; }
+  fi
   K=$(kubectl_bin)
   mkdir -p "$S/run" "$S/logs"
-  for n in operator node-agent; do
+  for n in api-emulator operator node-agent; do
     if [ -f "$S/run/$n.pid" ] && kill -0 "$(cat "$S/run/$n.pid")" 2>/dev/null; then
       echo "local-cluster.sh: $n already running; run $0 down $S first" >&2; exit 1
     fi
   done
-  echo "local-cluster.sh: starting the control plane ($KCP_DIR)" >&2
-  KUBECONFIG_PATH=$("$KCP_DIR/start.sh" "$S/kcp" | tail -1)
-  export KUBECONFIG=$KUBECONFIG_PATH
-  echo "local-cluster.sh: applying the CRD" >&2
-  "$K" apply --validate=false -f "$ROOT/crds/kubetrain.io_trainingjobs.yaml" >/dev/null
-  "$K" wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+  echo "$API" >"$S/run/api"
+  if [ "$API" = real ]; then
+    echo "local-cluster.sh: starting the control plane ($KCP_DIR)" >&2
+    KUBECONFIG_PATH=$("$KCP_DIR/start.sh" "$S/kcp" | tail -1)
+    export KUBECONFIG=$KUBECONFIG_PATH
+    echo "local-cluster.sh: applying the CRD" >&2
+    "$K" apply --validate=false -f "$ROOT/crds/kubetrain.io_trainingjobs.yaml" >/dev/null
+    "$K" wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+  else
+    # The emulator serves the TrainingJob resource from the CRD manifest itself.
+    echo "local-cluster.sh: starting kubetrain-api-emulator (logs: $S/logs/api-emulator.log)" >&2
+    mkdir -p "$S/kcp"
+    rm -f "$S/kcp/kubeconfig"
+    "$EMULATOR" --kubeconfig-out "$S/kcp/kubeconfig" >"$S/logs/api-emulator.log" 2>&1 &
+    echo $! >"$S/run/api-emulator.pid"
+    for _ in $(seq 1 100); do [ -f "$S/kcp/kubeconfig" ] && break; sleep 0.1; done
+    [ -f "$S/kcp/kubeconfig" ] || { cat "$S/logs/api-emulator.log" >&2; exit 1; }
+    export KUBECONFIG=$S/kcp/kubeconfig
+  fi
   echo "local-cluster.sh: starting kubetrain-node-agent (logs: $S/logs/node-agent.log)" >&2
-  "$AGENT" --kubeconfig "$KUBECONFIG" --entrypoint "$RUNTIME" --state-dir "$S/node" \
+  AS_USER=() AGENT_KUBECONFIG=$KUBECONFIG
+  mkdir -p "$S/node"
+  if [ -n "${NODE_AGENT_USER:-}" ]; then
+    # Its own copy of the kubeconfig (the control plane's is root's, mode 600) and state.
+    AGENT_KUBECONFIG=$S/node/kubeconfig
+    cp "$KUBECONFIG" "$AGENT_KUBECONFIG"
+    chown -R "$NODE_AGENT_USER:$NODE_AGENT_USER" "$S/node"
+    AS_USER=(setpriv "--reuid=$NODE_AGENT_USER" "--regid=$NODE_AGENT_USER" --clear-groups --)
+  fi
+  "${AS_USER[@]}" "$AGENT" --kubeconfig "$AGENT_KUBECONFIG" --entrypoint "$RUNTIME" \
+    --state-dir "$S/node" --network "${NODE_NETWORK:-auto}" \
     --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
     --bridge "${NODE_BRIDGE:-kt0}" >"$S/logs/node-agent.log" 2>&1 &
   echo $! >"$S/run/node-agent.pid"
-  echo "${NODE_BRIDGE:-kt0}" >"$S/run/bridge"
+  # The bridge is this cluster's to remove only when the agent made one (netns).
+  if [ "$(id -u)" = 0 ] && [ -z "${NODE_AGENT_USER:-}" ] && [ "${NODE_NETWORK:-auto}" != loopback ]; then
+    echo "${NODE_BRIDGE:-kt0}" >"$S/run/bridge"
+  fi
   "$0" start-operator "$S"
   for _ in $(seq 1 100); do
     "$K" get node -o name 2>/dev/null | grep -q . && break
@@ -99,9 +148,13 @@ down)
   KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   stop_pid "$S/run/operator.pid" kubetrain-operator
   stop_pid "$S/run/node-agent.pid" kubetrain-node-agent
+  stop_pid "$S/run/api-emulator.pid" kubetrain-api-emulator
   # The agent removed its pods' namespaces; the bridge goes with the cluster.
   if [ -f "$S/run/bridge" ]; then ip link del "$(cat "$S/run/bridge")" 2>/dev/null || true; rm -f "$S/run/bridge"; fi
-  [ -d "$S/kcp" ] && "$KCP_DIR/stop.sh" "$S/kcp" >/dev/null 2>&1 || true
+  if [ "$(cat "$S/run/api" 2>/dev/null)" != emulator ] && [ -d "$S/kcp" ]; then
+    "$KCP_DIR/stop.sh" "$S/kcp" >/dev/null 2>&1 || true
+  fi
+  rm -f "$S/run/api"
   echo "local-cluster.sh: stopped" >&2
   ;;
 logs)
@@ -120,5 +173,5 @@ logs)
   cat "$d/$container.log"
   ;;
 *)
-  echo "usage: $0 up|down [STATE_DIR] | logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2 ;;
+  echo "usage: $0 up [--api auto|real|emulator] [STATE_DIR] | down [STATE_DIR] | logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2 ;;
 esac
