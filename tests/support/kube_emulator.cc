@@ -613,10 +613,17 @@ void KubeEmulator::ServeWatch(const HttpRequest& req, HttpConnection& conn, cons
   bool clean_end = conn.Write(
       "HTTP/1.1 200 OK\r\nCache-Control: no-cache, private\r\nContent-Type: "
       "application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+  // kubectl get -w asks for Tables: each event's object becomes one (not
+  // BOOKMARK and ERROR events, whose objects are not the resource's).
+  const bool table = WantsTable(req.Header("accept"));
   auto send = [&](const WatchEvent& ev) {
     OrderedJson line = OrderedJson::object();
     line["type"] = ev.type;
-    line["object"] = ev.object;
+    if (table && ev.type != "BOOKMARK" && ev.type != "ERROR") {
+      line["object"] = AsTableIfAsked(req, rt, ApiResult{200, ev.object, {}}).body;
+    } else {
+      line["object"] = ev.object;
+    }
     std::string payload = GoJson(line, pretty);
     if (pretty) payload.push_back('\n');
     return conn.Write(absl::StrCat(absl::StrFormat("%x", payload.size()), "\r\n", payload, "\r\n"));

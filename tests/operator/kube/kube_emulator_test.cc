@@ -487,6 +487,13 @@ TEST_F(KubeEmulatorTest, AnswersTablesWithTheCrdsPrinterColumns) {
   EXPECT_EQ(pods["rows"][0]["cells"][6], "<none>");  // no node yet
   // Without the Accept header: the list as always.
   EXPECT_EQ(Get(U(kPods)).Json()["kind"], "PodList");
+  // kubectl get -w: each watch event's object is a Table of that object.
+  WatchStream watch(U(absl::StrCat(kJobs, "?watch=1")), call.headers);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  const json event = watch.Events()[0];
+  EXPECT_EQ(event["type"], "ADDED");
+  EXPECT_EQ(event["object"]["kind"], "Table");
+  EXPECT_EQ(event["object"]["rows"][0]["cells"][2], 12);
 }
 
 TEST_F(KubeEmulatorTest, NodesAndPodBindingsForANodeAgent) {
