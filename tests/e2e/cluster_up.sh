@@ -17,7 +17,7 @@ export NODE_BRIDGE=${E2E_BRIDGE:-kte0} NODE_SUBNET=${E2E_SUBNET:-10.246.0}
 rm -rf "$E2E_STATE"
 mkdir -p "$E2E_STATE"
 skip_because() { echo "$*" >"$E2E_STATE/skip"; echo "e2e cluster not started: $*"; exit 0; }
-[ "$(id -u)" = 0 ] || skip_because "not root: the node agent needs network namespaces"
+[ "$(id -u)" = 0 ] || skip_because "not root: these tests need the node agent's network namespaces (veth cuts, per-pod addresses); e2e_loopback_test and e2e_emulator_cluster_test run without root"
 [ -x "$KCP_DIR/start.sh" ] || skip_because "no control plane tool at $KCP_DIR (set KCP_DIR)"
 if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
 elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
