@@ -116,7 +116,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& model_name) {
   opt_options.kind = "sgd";
   opt_options.momentum = 0.9f;
   absl::StatusOr<std::unique_ptr<train::Optimizer>> optimizer =
-      train::MakeOptimizer(opt_options, model.params().size());
+      train::MakeOptimizer(opt_options, model.params().size(), &model.device());
   if (!optimizer.ok()) {
     state.SkipWithError(optimizer.status().ToString().c_str());
     return;
