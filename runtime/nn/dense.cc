@@ -46,33 +46,17 @@ int64_t Dense::ScratchBytes(int64_t batch) const {
 }
 
 void Dense::Forward(const TensorView& in, const TensorView& out, bool training) {
-  ComputeDevice& d = device();
-  const int64_t n = in.dim(0);
-  // Broadcast the bias into out, then out += in * W^T.
-  d.BroadcastRows(b_.data(), n, units_, out.data());
-  d.Gemm(Trans::kNo, Trans::kYes, n, units_, inputs_, 1.0f, in.data(), inputs_, w_.data(), inputs_,
-         1.0f, out.data(), units_);
-  if (relu_) d.ReluForward(out.data(), out.data(), n * units_);
+  const DenseShape s{.batch = in.dim(0), .inputs = inputs_, .units = units_, .relu = relu_};
+  device().DenseForward(s, in.data(), w_.data(), b_.data(), out.data());
 }
 
 void Dense::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,
                      const TensorView* grad_in) {
-  ComputeDevice& d = device();
-  const int64_t n = in.dim(0);
-  const float* gy = grad_out.data();
-  if (relu_) {
-    GrowScratch(masked_, static_cast<size_t>(ScratchBytes(n)));
-    d.ReluBackward(out.data(), gy, masked_.data(), n * units_);
-    gy = masked_.data();
-  }
-  // dW = dY^T * X ; db = sum_rows(dY) ; dX = dY * W
-  d.Gemm(Trans::kYes, Trans::kNo, units_, inputs_, n, 1.0f, gy, units_, in.data(), inputs_, 0.0f,
-         dw_.data(), inputs_);
-  d.SumRows(gy, n, units_, db_.data());
-  if (grad_in != nullptr) {
-    d.Gemm(Trans::kNo, Trans::kNo, n, inputs_, units_, 1.0f, gy, units_, w_.data(), inputs_, 0.0f,
-           grad_in->data(), inputs_);
-  }
+  const DenseShape s{.batch = in.dim(0), .inputs = inputs_, .units = units_, .relu = relu_};
+  if (relu_) GrowScratch(masked_, static_cast<size_t>(ScratchBytes(s.batch)));
+  device().DenseBackward(s, in.data(), w_.data(), out.data(), grad_out.data(),
+                         relu_ ? masked_.data() : nullptr, dw_.data(), db_.data(),
+                         grad_in != nullptr ? grad_in->data() : nullptr);
 }
 
 int64_t Dense::ForwardFlops(int64_t batch) const { return 2 * batch * units_ * inputs_; }

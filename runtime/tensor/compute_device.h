@@ -34,6 +34,12 @@ struct DeviceMemory {
   int64_t free_bytes = 0;   // free now (every process on the device counts)
 };
 
+// A dense layer's shapes: x{batch, inputs}, w{units, inputs}, y{batch, units}.
+struct DenseShape {
+  int64_t batch = 0, inputs = 0, units = 0;
+  bool relu = false;  // ReLU applied to y (fused into the layer)
+};
+
 struct LossSums {
   double loss = 0;      // sum over the rows of each row's loss, in row order
   int64_t correct = 0;  // rows whose arg-max is the label
@@ -83,6 +89,17 @@ class ComputeDevice {
                       float* gx) = 0;
   virtual void DropoutForward(const kernels::DropoutParams& p, const float* x, float* mask,
                               float* y, int64_t n) = 0;
+
+  // A dense layer (runtime/nn/dense.h), fused where the device can. The
+  // defaults compose the operations above; CpuDevice overrides them.
+  // y = x * w^T + bias, then ReLU when s.relu.
+  virtual void DenseForward(const DenseShape& s, const float* x, const float* w, const float* bias,
+                            float* y);
+  // From gy = d(loss)/d(y) (passed back through the ReLU, read from y, into
+  // `masked`, batch * units scratch, when s.relu): overwrites dw and db, and
+  // dx when it is non-null.
+  virtual void DenseBackward(const DenseShape& s, const float* x, const float* w, const float* y,
+                             const float* gy, float* masked, float* dw, float* db, float* dx);
 
   // Softmax cross-entropy of logits{n, k} against host labels; writes the
   // batch-mean loss's gradient when grad is non-null. Waits for the result.

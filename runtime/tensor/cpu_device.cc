@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/kernels/relu.h"
+#include "runtime/tensor/blocked_gemm.h"
 #include "runtime/tensor/kernels/cpu_clones.h"
 #include "runtime/tensor/kernels/rows.h"
 #include "runtime/tensor/kernels/softmax_cross_entropy.h"
@@ -43,6 +44,29 @@ KT_CPU_CLONES void AdamRange(const kernels::AdamParams& o, int64_t begin, int64_
                              const float* g, float* m, float* v) {
   kernels::AdamUpdate(o, begin, end, p, g, m, v);
 }
+
+// Columns [begin, end) of gy{rows, cols}: db[j] = sum over rows of g, in
+// row order, where g = gy, or with y (the ReLU's output) non-null g = gy
+// where y > 0 else 0, also written to masked.
+KT_CPU_CLONES void MaskAndSumColumns(const float* y, const float* gy, int64_t rows, int64_t cols,
+                                     int64_t begin, int64_t end, float* masked, float* db) {
+  std::fill(db + begin, db + end, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t o = i * cols;
+    if (y != nullptr) {
+      for (int64_t j = begin; j < end; ++j) {
+        const float g = y[o + j] > 0.0f ? gy[o + j] : 0.0f;
+        masked[o + j] = g;
+        db[j] += g;
+      }
+    } else {
+      for (int64_t j = begin; j < end; ++j) db[j] += gy[o + j];
+    }
+  }
+}
+
+// Columns per chunk at least for MaskAndSumColumns.
+constexpr int64_t kColumnGrain = 16;
 
 }  // namespace
 
@@ -147,6 +171,66 @@ void CpuDevice::DropoutForward(const kernels::DropoutParams& p, const float* x, 
   ParallelFor(n, kElementGrain, [&](int, int64_t begin, int64_t end) {
     kernels::DropoutForward(p, begin, end, x, mask, y);
   });
+}
+
+void CpuDevice::DenseForward(const DenseShape& s, const float* x, const float* w, const float* bias,
+                             float* y) {
+  if (!BlockedGemmAvailable()) {
+    ComputeDevice::DenseForward(s, x, w, bias, y);
+    return;
+  }
+  const GemmProblem p{.trans_a = Trans::kNo,
+                      .trans_b = Trans::kYes,
+                      .m = s.batch,
+                      .n = s.units,
+                      .k = s.inputs,
+                      .a = x,
+                      .lda = s.inputs,
+                      .b = w,
+                      .ldb = s.inputs,
+                      .c = y,
+                      .ldc = s.units,
+                      .epilogue = {.column_bias = bias, .relu = s.relu}};
+  BlockedGemm({&p, 1});
+}
+
+void CpuDevice::DenseBackward(const DenseShape& s, const float* x, const float* w, const float* y,
+                              const float* gy, float* masked, float* dw, float* db, float* dx) {
+  if (!BlockedGemmAvailable()) {
+    ComputeDevice::DenseBackward(s, x, w, y, gy, masked, dw, db, dx);
+    return;
+  }
+  // Per column, the same sums in the same order as SumRows.
+  ParallelFor(s.units, kColumnGrain, [&](int, int64_t begin, int64_t end) {
+    MaskAndSumColumns(s.relu ? y : nullptr, gy, s.batch, s.units, begin, end, masked, db);
+  });
+  if (s.relu) gy = masked;
+  // dW = dY^T * X and dX = dY * W, in one region.
+  const GemmProblem problems[] = {{.trans_a = Trans::kYes,
+                                   .trans_b = Trans::kNo,
+                                   .m = s.units,
+                                   .n = s.inputs,
+                                   .k = s.batch,
+                                   .a = gy,
+                                   .lda = s.units,
+                                   .b = x,
+                                   .ldb = s.inputs,
+                                   .c = dw,
+                                   .ldc = s.inputs,
+                                   .epilogue = {}},
+                                  {.trans_a = Trans::kNo,
+                                   .trans_b = Trans::kNo,
+                                   .m = s.batch,
+                                   .n = s.inputs,
+                                   .k = s.units,
+                                   .a = gy,
+                                   .lda = s.units,
+                                   .b = w,
+                                   .ldb = s.inputs,
+                                   .c = dx,
+                                   .ldc = s.inputs,
+                                   .epilogue = {}}};
+  BlockedGemm({problems, dx != nullptr ? 2u : 1u});
 }
 
 absl::StatusOr<LossSums> CpuDevice::SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,

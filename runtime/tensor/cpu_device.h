@@ -1,6 +1,9 @@
 // CpuDevice: the ComputeDevice over host memory: GEMMs through
 // ParallelGemm (OpenBLAS), element loops through ParallelFor, each running
-// the shared host/device kernels vectorised for the CPU's best ISA.
+// the shared host/device kernels vectorised for the CPU's best ISA. Dense
+// layers run on BlockedGemm (blocked_gemm.h) where the CPU has its kernels:
+// the forward is one region (GEMM, bias and ReLU), the backward two (the
+// ReLU mask with the bias gradient, then dW and dX together).
 // Holds no state beyond its description; not thread-safe (the interface's
 // contract), though concurrent use of disjoint buffers is harmless.
 #ifndef KUBETRAIN_RUNTIME_TENSOR_CPU_DEVICE_H_
@@ -43,6 +46,10 @@ class CpuDevice final : public ComputeDevice {
   void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol, float* gx) override;
   void DropoutForward(const kernels::DropoutParams& p, const float* x, float* mask, float* y,
                       int64_t n) override;
+  void DenseForward(const DenseShape& s, const float* x, const float* w, const float* bias,
+                    float* y) override;
+  void DenseBackward(const DenseShape& s, const float* x, const float* w, const float* y,
+                     const float* gy, float* masked, float* dw, float* db, float* dx) override;
   absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
                                                const int32_t* host_labels, float* grad) override;
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,

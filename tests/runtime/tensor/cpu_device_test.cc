@@ -1,6 +1,9 @@
 #include "runtime/tensor/cpu_device.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,6 +51,62 @@ TEST(CpuDevice, GemmAndRowOpsMatchTheReference) {
     float want = 0;
     for (int64_t i = 0; i < m; ++i) want += c[i * n + j];
     EXPECT_EQ(sums[j], want);
+  }
+}
+
+// The fused dense ops (BlockedGemm where the CPU has it) against the
+// composed default (BroadcastRows, OpenBLAS, ReLU, SumRows).
+TEST(CpuDevice, FusedDenseOpsMatchTheComposedOnes) {
+  CpuDevice d;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want,
+                        const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << what << " at " << i;
+    }
+  };
+  for (const DenseShape s : {DenseShape{.batch = 37, .inputs = 300, .units = 45, .relu = true},
+                             DenseShape{.batch = 64, .inputs = 128, .units = 10, .relu = false},
+                             DenseShape{.batch = 3, .inputs = 5, .units = 70, .relu = true}}) {
+    const std::vector<float> x = random(s.batch * s.inputs), w = random(s.units * s.inputs),
+                             bias = random(s.units), gy = random(s.batch * s.units);
+    std::vector<float> y(gy.size()), y_want(gy.size());
+    d.DenseForward(s, x.data(), w.data(), bias.data(), y.data());
+    d.ComputeDevice::DenseForward(s, x.data(), w.data(), bias.data(), y_want.data());
+    expect_near(y, y_want, "y");
+    if (s.relu) {
+      EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0);
+      EXPECT_EQ(std::count_if(y.begin(), y.end(), [](float v) { return v < 0; }), 0);
+    }
+
+    std::vector<float> masked(gy.size()), dw(w.size()), db(bias.size()), dx(x.size());
+    std::vector<float> masked_want(gy.size()), dw_want(w.size()), db_want(bias.size()),
+        dx_want(x.size());
+    d.DenseBackward(s, x.data(), w.data(), y_want.data(), gy.data(), masked.data(), dw.data(),
+                    db.data(), dx.data());
+    d.ComputeDevice::DenseBackward(s, x.data(), w.data(), y_want.data(), gy.data(),
+                                   masked_want.data(), dw_want.data(), db_want.data(),
+                                   dx_want.data());
+    expect_near(dw, dw_want, "dw");
+    expect_near(dx, dx_want, "dx");
+    EXPECT_EQ(db, db_want);  // the same sums in the same order
+    if (s.relu) {
+      EXPECT_EQ(masked, masked_want);
+    }
+
+    // Without dx (a model's first layer) the parameter gradients are the same.
+    std::vector<float> dw2(w.size()), db2(bias.size());
+    d.DenseBackward(s, x.data(), w.data(), y_want.data(), gy.data(), masked.data(), dw2.data(),
+                    db2.data(), nullptr);
+    EXPECT_EQ(dw2, dw);
+    EXPECT_EQ(db2, db);
   }
 }
 
