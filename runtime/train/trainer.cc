@@ -1,6 +1,7 @@
 #include "runtime/train/trainer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -103,6 +104,26 @@ absl::Status Trainer::BroadcastParams() {
   std::vector<float*> params;
   for (nn::Model* m : pod_.models) params.push_back(m->params().data());
   return pod_.reducer->Broadcast(/*root=*/0, params, model_.num_params());
+}
+
+absl::Status Trainer::CheckReplicasIdentical() {
+  if (pod_.models.size() < 2) return absl::OkStatus();
+  std::vector<float> first, other;
+  for (size_t r = 0; r < pod_.models.size(); ++r) {
+    nn::Model& m = *pod_.models[r];
+    std::vector<float>& host = r == 0 ? first : other;
+    host.resize(m.params().size());
+    if (absl::Status s =
+            m.device().CopyToHost(m.params().data(), host.data(), m.params().size_bytes());
+        !s.ok()) {
+      return s;
+    }
+    if (r > 0 && std::memcmp(first.data(), other.data(), m.params().size_bytes()) != 0) {
+      return absl::InternalError(absl::StrCat("pod replica ", r, " on ", m.device().info().Id(),
+                                              " ended with parameters different from replica 0's"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
@@ -369,6 +390,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
   }
   if (absl::Status s = exchange_.Finish(); !s.ok()) return s;
+  if (absl::Status s = CheckReplicasIdentical(); !s.ok()) return s;
 
   result.steps = step;
   result.seconds = clock_.NowSeconds() - t0;

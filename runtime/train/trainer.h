@@ -101,6 +101,9 @@ class Trainer {
   absl::Status ReduceGradients(const std::vector<int64_t>& rows, int64_t n);
   // Replica 0's parameters to every other replica.
   absl::Status BroadcastParams();
+  // After training: every replica holds replica 0's parameters, bit for
+  // bit (Internal naming the replica otherwise).
+  absl::Status CheckReplicasIdentical();
 
   PodReplicas pod_;
   nn::Model& model_;  // replica 0
