@@ -22,11 +22,15 @@ namespace {
 class GpuPod : public ::testing::Test {
  protected:
   void SetUp() override {
+    absl::StatusOr<DeviceInfo> any = SelectDevice("cuda");
+    if (!any.ok()) GTEST_SKIP() << "no GPU on this machine: " << any.status().message();
     absl::StatusOr<std::vector<DeviceInfo>> gpus = SelectDevices("cuda", 2, 1);
-    if (!gpus.ok()) GTEST_SKIP() << "needs 2 GPUs: " << gpus.status().message();
+    if (!gpus.ok()) {
+      GTEST_SKIP() << "fewer than 2 GPUs on this machine: " << gpus.status().message();
+    }
     for (const DeviceInfo& info : *gpus) {
       absl::StatusOr<std::unique_ptr<ComputeDevice>> d = OpenComputeDevice(info, {});
-      if (!d.ok()) GTEST_SKIP() << "needs 2 GPUs: " << d.status().message();
+      if (!d.ok()) GTEST_SKIP() << "no GPU on this machine: " << d.status().message();
       gpus_.push_back(*std::move(d));
     }
   }
