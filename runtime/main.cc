@@ -80,6 +80,18 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--device", o.device,
                   "Where to train: auto (the first GPU, else the CPU), cpu, cuda or cuda:N")
       ->capture_default_str();
+  cmd->add_option("--gpus", o.gpus,
+                  "GPUs this pod trains on, one model replica each, from the --device one on; "
+                  "each step's batch is split across them and their gradients are averaged with "
+                  "NCCL before one exchange (0 = every visible GPU for auto/cuda: in a pod, its "
+                  "nvidia.com/gpu limit; 1 for cuda:N)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cpu-replicas", o.cpu_replicas,
+                  "On the CPU: model replicas in this process, trained like --gpus replicas "
+                  "(gradients averaged in host memory); for testing the multi-GPU path")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--tf32", o.tf32,
                 "cuda: let cuBLAS round GEMM inputs to TF32 on tensor cores (faster; about "
                 "1e-3 relative error)");

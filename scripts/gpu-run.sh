@@ -17,7 +17,8 @@
 # On the GPU machine (with the device tool: carry the tarball):
 #   tar xzf .cache/gpu/kubetrain-gpu.tar.gz -C /tmp
 #   /tmp/kubetrain-gpu/run.sh devices          # kubetrain devices
-#   /tmp/kubetrain-gpu/run.sh test             # the `gpu` tests
+#   /tmp/kubetrain-gpu/run.sh test             # the `gpu` tests (gpu_pod_test: 2+ GPUs)
+#   /tmp/kubetrain-gpu/run.sh train --model cnn --device cuda --gpus 2 ...   # one pod, 2 GPUs
 #   /tmp/kubetrain-gpu/run.sh train --model cnn --device cuda ...
 #   /tmp/kubetrain-gpu/run.sh bench            # samples/s against PyTorch
 # run.sh sets LD_LIBRARY_PATH to the packed libraries, then the machine's
@@ -39,7 +40,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-targets=(kubetrain gpu_parity_test cuda_runtime_test kubetrain_bench)
+targets=(kubetrain gpu_parity_test gpu_pod_test cuda_runtime_test kubetrain_bench)
 echo "gpu-run.sh: building ${targets[*]} with CUDA in build/" >&2
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKUBETRAIN_WITH_CUDA=ON >/dev/null
@@ -49,7 +50,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root="$stage/kubetrain-gpu"
 mkdir -p "$root/bin" "$root/lib" "$root/glibc" "$root/bench"
-cp build/runtime/kubetrain build/tests/runtime/train/gpu_parity_test \
+cp build/runtime/kubetrain build/tests/runtime/train/gpu_parity_test build/tests/runtime/train/gpu_pod_test \
    build/tests/runtime/tensor/cuda_runtime_test build/bench/kubetrain_bench "$root/bin/"
 cp bench/gpu_vs_pytorch.py "$root/bench/"
 
@@ -107,7 +108,7 @@ shift || true
 case "$cmd" in
   devices) run kubetrain devices ;;
   train) run kubetrain train --data "$data" "$@" ;;
-  test) run cuda_runtime_test "$@" && run gpu_parity_test "$@" ;;
+  test) run cuda_runtime_test "$@" && run gpu_parity_test "$@" && run gpu_pod_test "$@" ;;
   bench)
     python3 "$here/bench/gpu_vs_pytorch.py" --kubetrain "$here/bin/kubetrain-launch" --data "$data" "$@" ;;
   exec) run "$@" ;;

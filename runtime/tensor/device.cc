@@ -66,6 +66,45 @@ absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request) {
       absl::StrCat("unknown device '", request, "' (auto, cpu, cuda, cuda:N)"));
 }
 
+absl::StatusOr<std::vector<DeviceInfo>> SelectDevices(const std::string& request, int gpus,
+                                                      int cpu_replicas) {
+  if (gpus < 0) return absl::InvalidArgumentError(absl::StrCat("--gpus ", gpus, " is negative"));
+  if (cpu_replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu-replicas ", cpu_replicas, " must be at least 1"));
+  }
+  absl::StatusOr<DeviceInfo> first = SelectDevice(request);
+  if (!first.ok()) return first.status();
+  if (first->kind == DeviceKind::kCpu) {
+    if (gpus > 0) {
+      std::string why;
+      ListDevices(&why);
+      return absl::UnavailableError(absl::StrCat("--gpus ", gpus, " with device ", request,
+                                                 ": no usable GPU", why.empty() ? "" : ": ",
+                                                 why.empty() ? "" : why));
+    }
+    return std::vector<DeviceInfo>(static_cast<size_t>(cpu_replicas), *first);
+  }
+  if (cpu_replicas > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--cpu-replicas ", cpu_replicas,
+                                                   " applies to the CPU, but device ", request,
+                                                   " is ", first->Id(), " (use --gpus)"));
+  }
+  std::vector<DeviceInfo> visible;
+  for (const DeviceInfo& d : ListDevices()) {
+    if (d.kind == DeviceKind::kCuda && d.index >= first->index) visible.push_back(d);
+  }
+  const bool one_named = absl::StartsWith(request, "cuda:");
+  const int want = gpus > 0 ? gpus : (one_named ? 1 : static_cast<int>(visible.size()));
+  if (want > static_cast<int>(visible.size())) {
+    return absl::UnavailableError(absl::StrCat("--gpus ", want, " from ", first->Id(), ": only ",
+                                               visible.size(), " GPU",
+                                               visible.size() == 1 ? " is" : "s are", " visible"));
+  }
+  visible.resize(static_cast<size_t>(want));
+  return visible;
+}
+
 absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenComputeDevice(const DeviceInfo& info,
                                                                  const DeviceOptions& options) {
   if (info.kind == DeviceKind::kCpu) return std::unique_ptr<ComputeDevice>(new CpuDevice());

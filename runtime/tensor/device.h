@@ -37,6 +37,18 @@ std::vector<DeviceInfo> ListDevices(std::string* why_no_gpu = nullptr);
 // "cuda:N". NotFound / Unavailable when it is not present.
 absl::StatusOr<DeviceInfo> SelectDevice(const std::string& request);
 
+// The devices of one pod's replicas (`kubetrain train --gpus N`,
+// `--cpu-replicas N`), from `request` as SelectDevice resolves it:
+// - a GPU: `gpus` GPUs from the selected one on (cuda:K .. cuda:K+gpus-1).
+//   gpus 0 means every visible GPU for "auto" and "cuda" (in a pod, the
+//   ones the device plugin exposed: its nvidia.com/gpu limit), one for
+//   "cuda:K". Fewer visible than asked: Unavailable, naming how many are.
+// - the CPU: `cpu_replicas` replicas on it (they share its threads). gpus
+//   above 0 there is Unavailable with the reason no GPU is usable.
+// cpu_replicas above 1 with a GPU, or a negative count: InvalidArgument.
+absl::StatusOr<std::vector<DeviceInfo>> SelectDevices(const std::string& request, int gpus,
+                                                      int cpu_replicas);
+
 struct DeviceOptions {
   // cuBLAS may round GEMM inputs to TF32 on tensor cores (about 1e-3
   // relative error per product, several times the throughput).

@@ -38,6 +38,7 @@
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/compute_device.h"
 #include "runtime/tensor/device.h"
+#include "runtime/train/pod_devices.h"
 
 namespace kubetrain::train {
 namespace {
@@ -83,27 +84,6 @@ absl::StatusOr<int64_t> BatchesPerEpoch(int64_t n, int index, int shards, int64_
                                  /*drop_last=*/false);
   if (!s.ok()) return s.status();
   return s->BatchesPerEpoch();
-}
-
-// The device this training replica computes on (--device), opened, with
-// one progress line. A device that is absent or cannot be opened is a
-// configuration error (permanent), in one line with the driver's reason.
-absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenTrainingDevice(const TrainCommandOptions& o,
-                                                                  ProgressReporter& progress) {
-  absl::StatusOr<DeviceInfo> info = SelectDevice(o.device);
-  absl::StatusOr<std::unique_ptr<ComputeDevice>> device =
-      info.ok() ? OpenComputeDevice(*info, {.allow_tf32 = o.tf32}) : info.status();
-  if (!device.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device ", o.device, ": ", device.status().message()));
-  }
-  std::string line = absl::StrCat("device ", info->Id(), " (", info->name, ")");
-  if (info->kind == DeviceKind::kCuda) {
-    absl::StrAppend(&line, " memory_mib=", info->memory_bytes >> 20,
-                    " tf32=", o.tf32 ? "on" : "off");
-  }
-  progress.Info(line);
-  return device;
 }
 
 // `exchange` as the trainer should see it: itself when the model's
@@ -261,15 +241,16 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   }
   const bool rank0 = rank == 0;
   data::Dataset train, test;
-  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
-  if (!device.ok()) return fail(device.status());
+  absl::StatusOr<PodDevices> pod = OpenPodDevices(o, progress);
+  if (!pod.ok()) return fail(pod.status());
   if (absl::Status s = LoadData(o, true, rank0, &train, &test); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
     return kExitPermanent;
   }
-  absl::StatusOr<std::unique_ptr<nn::Model>> model =
-      nn::LoadModel(o.model, train.sample_shape, device->get());
-  if (!model.ok()) return fail(model.status());
+  if (absl::Status s = BuildPodModels(o, train.sample_shape, *pod, progress); !s.ok()) {
+    return fail(s);
+  }
+  nn::Model* const model = &pod->model();
   if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) return fail(s);
   absl::StatusOr<int64_t> per_epoch =
       BatchesPerEpoch(train.size(), rank, role.num_workers, o.trainer.batch_size);
@@ -300,7 +281,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   ao.checkpoint_every_seconds = o.checkpoint_every_seconds;
   ao.keep_checkpoints = o.keep_checkpoints;
   ao.metrics = metrics;
-  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
+  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", model->num_params(),
                              " shard=", rank, "/", role.num_workers, " train=", train.size(),
                              " exchange=allreduce"));
   allreduce::AllreduceExchange exchange(ao, *schedule, clock,
@@ -339,14 +320,14 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   to.num_shards = role.num_workers;
   to.metrics = metrics;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
-  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, **model);
+  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, *model);
   if (!staged.ok()) return fail(staged.status());
-  Trainer trainer(**model, *staged != nullptr ? **staged : exchange, train, rank0 ? &test : nullptr,
-                  to, progress, clock);
+  Trainer trainer(pod->replicas(), *staged != nullptr ? **staged : exchange, train,
+                  rank0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
   // Every rank prints the same checksum when the ranks stayed in lockstep.
-  absl::StatusOr<std::vector<float>> params = HostParams(**model);
+  absl::StatusOr<std::vector<float>> params = HostParams(*model);
   if (!params.ok()) return fail(params.status());
   progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
                                 Crc32c(params->data(), params->size() * sizeof(float)),
@@ -364,15 +345,16 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   };
   const bool initializer = role.worker_id == 0;
   data::Dataset train, test;
-  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
-  if (!device.ok()) return fail(device.status());
+  absl::StatusOr<PodDevices> pod = OpenPodDevices(o, progress);
+  if (!pod.ok()) return fail(pod.status());
   if (absl::Status s = LoadData(o, true, initializer, &train, &test); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
     return kExitPermanent;
   }
-  absl::StatusOr<std::unique_ptr<nn::Model>> model =
-      nn::LoadModel(o.model, train.sample_shape, device->get());
-  if (!model.ok()) return fail(model.status());
+  if (absl::Status s = BuildPodModels(o, train.sample_shape, *pod, progress); !s.ok()) {
+    return fail(s);
+  }
+  nn::Model* const model = &pod->model();
   absl::StatusOr<int64_t> per_epoch =
       BatchesPerEpoch(train.size(), role.worker_id, role.num_workers, o.trainer.batch_size);
   if (!per_epoch.ok()) return fail(per_epoch.status());
@@ -388,7 +370,7 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   eo.metrics = metrics;
   eo.total_steps =
       *per_epoch * o.trainer.epochs * (mode.kind == ps::ExchangeMode::kSync ? 1 : role.num_workers);
-  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", (*model)->num_params(),
+  progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", model->num_params(),
                              " shard=", role.worker_id, "/", role.num_workers, " train=",
                              train.size(), " ps=", role.ps.size(), " mode=", mode.ToString()));
   ps::PsExchange exchange(eo, clock, [&progress](const std::string& m) { progress.Info(m); });
@@ -401,9 +383,9 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   to.num_shards = role.num_workers;
   to.metrics = metrics;
   to.lr_for_step = [&](int64_t) { return schedule->At(exchange.global_step()); };
-  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, **model);
+  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, *model);
   if (!staged.ok()) return fail(staged.status());
-  Trainer trainer(**model, *staged != nullptr ? **staged : exchange, train,
+  Trainer trainer(pod->replicas(), *staged != nullptr ? **staged : exchange, train,
                   initializer ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
@@ -501,20 +483,19 @@ absl::StatusOr<TrainResult> RunTrainingWith(const TrainCommandOptions& o,
   SetBlasThreads(o.threads);
 
   data::Dataset train, test;
-  absl::StatusOr<std::unique_ptr<ComputeDevice>> device = OpenTrainingDevice(o, progress);
-  if (!device.ok()) return device.status();
+  absl::StatusOr<PodDevices> pod = OpenPodDevices(o, progress);
+  if (!pod.ok()) return pod.status();
   if (absl::Status s = LoadData(o, true, true, &train, &test); !s.ok()) return s;
   progress.Info(absl::StrCat("data train=", train.size(), " test=", test.size(),
                              " shape=", ShapeToString(train.sample_shape)));
 
-  absl::StatusOr<std::unique_ptr<nn::Model>> model =
-      nn::LoadModel(o.model, train.sample_shape, device->get());
-  if (!model.ok()) return model.status();
-  progress.Info(absl::StrCat("model ", o.model, " params=", (*model)->num_params(),
+  if (absl::Status s = BuildPodModels(o, train.sample_shape, *pod, progress); !s.ok()) return s;
+  nn::Model* const model = &pod->model();
+  progress.Info(absl::StrCat("model ", o.model, " params=", model->num_params(),
                              " blas_threads=", BlasThreads()));
 
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-      MakeOptimizer(o.optimizer, static_cast<size_t>((*model)->num_params()), &(*model)->device());
+      MakeOptimizer(o.optimizer, static_cast<size_t>(model->num_params()), &model->device());
   if (!optimizer.ok()) return optimizer.status();
 
   // The schedule spans the whole run; cosine needs the step count.
@@ -532,7 +513,8 @@ absl::StatusOr<TrainResult> RunTrainingWith(const TrainCommandOptions& o,
   TrainerOptions to = o.trainer;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
   to.metrics = metrics;
-  Trainer trainer(**model, exchange, train, test.size() > 0 ? &test : nullptr, to, progress, clock);
+  Trainer trainer(pod->replicas(), exchange, train, test.size() > 0 ? &test : nullptr, to, progress,
+                  clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return result.status();
   progress.Final(MakeFinal(*result, o.trainer.epochs, test.size() > 0));

@@ -25,6 +25,12 @@ struct TrainCommandOptions {
   // servers and the evaluator always use the CPU.
   std::string device = "auto";
   bool tf32 = false;  // cuda: cuBLAS may use TF32 tensor cores
+  // Device replicas in this pod (runtime/tensor/device.h SelectDevices):
+  // GPUs from the selected one on, 0 = every visible GPU for auto/cuda (1
+  // for cuda:N); on the CPU, cpu_replicas replicas (for tests and CI). The
+  // per-step batch (trainer.batch_size) is split across them.
+  int gpus = 0;
+  int cpu_replicas = 1;
   // Distributed training (ignored without TF_CONFIG).
   std::string tf_config;               // the TF_CONFIG environment variable
   std::string job_token;               // api::kEnvJobToken

@@ -1,6 +1,7 @@
 #include "runtime/train/trainer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -57,10 +58,24 @@ absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& mod
   return absl::OkStatus();
 }
 
+std::vector<int64_t> SplitBatch(int64_t n, int replicas) {
+  std::vector<int64_t> rows(static_cast<size_t>(std::max(replicas, 1)), 0);
+  const int64_t r = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < r; ++i) rows[static_cast<size_t>(i)] = n / r + (i < n % r ? 1 : 0);
+  return rows;
+}
+
 Trainer::Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dataset& train,
                  const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
                  const Clock& clock)
-    : model_(model),
+    : Trainer(PodReplicas{{&model}, nullptr}, exchange, train, test, std::move(options), progress,
+              clock) {}
+
+Trainer::Trainer(PodReplicas pod, exchange::Exchange& exchange, const data::Dataset& train,
+                 const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
+                 const Clock& clock)
+    : pod_(std::move(pod)),
+      model_(*pod_.models.at(0)),
       exchange_(exchange),
       train_(train),
       test_(test),
@@ -68,7 +83,61 @@ Trainer::Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dat
       progress_(progress),
       clock_(clock) {}
 
+absl::Status Trainer::ReduceGradients(const std::vector<int64_t>& rows, int64_t n) {
+  // Replica r's gradient is the gradient of its rows' mean loss; the pod's
+  // is their mean over all n rows: the sum of gradient_r * rows_r / n.
+  std::vector<float*> grads;
+  for (size_t r = 0; r < pod_.models.size(); ++r) {
+    nn::Model& m = *pod_.models[r];
+    if (rows[r] == 0) {
+      m.device().Fill(m.grads().data(), m.num_params(), 0.0f);
+    } else if (rows[r] != n) {
+      m.device().Scale(m.grads().data(), m.num_params(),
+                       static_cast<float>(static_cast<double>(rows[r]) / static_cast<double>(n)));
+    }
+    grads.push_back(m.grads().data());
+  }
+  return pod_.reducer->Sum(/*root=*/0, grads, model_.num_params());
+}
+
+absl::Status Trainer::BroadcastParams() {
+  std::vector<float*> params;
+  for (nn::Model* m : pod_.models) params.push_back(m->params().data());
+  return pod_.reducer->Broadcast(/*root=*/0, params, model_.num_params());
+}
+
+absl::Status Trainer::CheckReplicasIdentical() {
+  if (pod_.models.size() < 2) return absl::OkStatus();
+  std::vector<float> first, other;
+  for (size_t r = 0; r < pod_.models.size(); ++r) {
+    nn::Model& m = *pod_.models[r];
+    std::vector<float>& host = r == 0 ? first : other;
+    host.resize(m.params().size());
+    if (absl::Status s =
+            m.device().CopyToHost(m.params().data(), host.data(), m.params().size_bytes());
+        !s.ok()) {
+      return s;
+    }
+    if (r > 0 && std::memcmp(first.data(), other.data(), m.params().size_bytes()) != 0) {
+      return absl::InternalError(absl::StrCat("pod replica ", r, " on ", m.device().info().Id(),
+                                              " ended with parameters different from replica 0's"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainResult> Trainer::Run() {
+  const int replicas = static_cast<int>(pod_.models.size());
+  for (nn::Model* m : pod_.models) {
+    if (m == nullptr || m->num_params() != model_.num_params() ||
+        m->input_shape() != model_.input_shape() || m->output_shape() != model_.output_shape()) {
+      return absl::InvalidArgumentError("pod replicas must be copies of one model");
+    }
+  }
+  if (replicas > 1 && (pod_.reducer == nullptr || pod_.reducer->replicas() != replicas)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(replicas, " pod replicas need a reducer across ", replicas, " devices"));
+  }
   if (opt_.epochs <= 0) return absl::InvalidArgumentError("epochs must be > 0");
   if (opt_.batch_size <= 0) return absl::InvalidArgumentError("batch size must be > 0");
   if (opt_.eval_batch_size <= 0) return absl::InvalidArgumentError("eval batch size must be > 0");
@@ -81,32 +150,50 @@ absl::StatusOr<TrainResult> Trainer::Run() {
                                  opt_.num_shards, /*shuffle=*/true, /*drop_last=*/false);
   if (!sampler.ok()) return sampler.status();
 
-  // A batch that does not fit on the device fails here, before any step.
-  if (absl::Status s = model_.Reserve(
-          std::max(opt_.batch_size,
-                   test_ != nullptr ? std::min(opt_.eval_batch_size, test_->size()) : int64_t{0}));
-      !s.ok()) {
-    return s;
+  // A batch that does not fit on a device fails here, before any step.
+  // Each replica takes at most a ceil(1/N) share of the pod's batch.
+  const int64_t replica_batch = SplitBatch(opt_.batch_size, replicas).front();
+  const int64_t eval_batch =
+      test_ != nullptr ? std::min(opt_.eval_batch_size, test_->size()) : int64_t{0};
+  for (int r = 0; r < replicas; ++r) {
+    nn::Model& m = *pod_.models[static_cast<size_t>(r)];
+    if (absl::Status s = m.Reserve(r == 0 ? std::max(replica_batch, eval_batch) : replica_batch);
+        !s.ok()) {
+      return s;
+    }
   }
-  ComputeDevice& device = model_.device();
   auto record_device_memory = [&] {
-    if (device.host_memory() || opt_.metrics == nullptr) return;
-    const DeviceMemory mem = device.Memory();
-    opt_.metrics->SetGpuMemoryUsed(device.info().Id(), mem.total_bytes - mem.free_bytes);
+    if (opt_.metrics == nullptr) return;
+    for (nn::Model* m : pod_.models) {
+      ComputeDevice& device = m->device();
+      if (device.host_memory()) continue;
+      const DeviceMemory mem = device.Memory();
+      opt_.metrics->SetGpuMemoryUsed(device.info().Id(), mem.total_bytes - mem.free_bytes);
+    }
   };
-  if (!device.host_memory()) {
+  for (nn::Model* m : pod_.models) {
+    ComputeDevice& device = m->device();
+    if (device.host_memory()) continue;
     const DeviceMemory mem = device.Memory();
     constexpr double kMiB = 1 << 20;
     progress_.Info(absl::StrFormat(
         "device %s memory: model %.1f MiB, batch %d %.1f MiB, %.0f MiB free of %.0f MiB",
         device.info().Id(), 2.0 * static_cast<double>(model_.num_params()) * sizeof(float) / kMiB,
-        opt_.batch_size, static_cast<double>(model_.BatchBytes(opt_.batch_size)) / kMiB,
+        replica_batch, static_cast<double>(model_.BatchBytes(replica_batch)) / kMiB,
         static_cast<double>(mem.free_bytes) / kMiB, static_cast<double>(mem.total_bytes) / kMiB));
-    record_device_memory();
   }
-  model_.InitParams(opt_.seed);
+  record_device_memory();
+  // Every replica initialises its layers (other seeds give the others their
+  // own dropout masks); the parameters are replica 0's, broadcast below.
+  for (int r = 0; r < replicas; ++r) {
+    pod_.models[static_cast<size_t>(r)]->InitParams(opt_.seed + static_cast<uint64_t>(r) *
+                                                                    0x9E3779B97F4A7C15ull);
+  }
   absl::StatusOr<int64_t> start = exchange_.Start(model_.params());
   if (!start.ok()) return start.status();
+  if (replicas > 1) {
+    if (absl::Status s = BroadcastParams(); !s.ok()) return s;
+  }
 
   const int64_t per_epoch = sampler->BatchesPerEpoch();
   const int64_t total_steps = opt_.epochs * per_epoch;
@@ -117,9 +204,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t classes = model_.output_shape()[0];
   AlignedBuffer features(static_cast<size_t>(opt_.batch_size * d));
   std::vector<int32_t> labels(static_cast<size_t>(opt_.batch_size));
-  absl::StatusOr<DeviceBuffer> grad_logits =
-      model_.device().Allocate(static_cast<size_t>(opt_.batch_size * classes) * sizeof(float));
-  if (!grad_logits.ok()) return grad_logits.status();
+  std::vector<DeviceBuffer> grad_logits;
+  for (nn::Model* m : pod_.models) {
+    absl::StatusOr<DeviceBuffer> g =
+        m->device().Allocate(static_cast<size_t>(replica_batch * classes) * sizeof(float));
+    if (!g.ok()) return g.status();
+    grad_logits.push_back(*std::move(g));
+  }
+  std::vector<TensorView> logits(static_cast<size_t>(replicas));
 
   TrainResult result;
   const double t0 = clock_.NowSeconds();
@@ -148,18 +240,53 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     std::span<const int64_t> idx = sampler->NextBatch();
     const int64_t n = static_cast<int64_t>(idx.size());
     data::GatherBatch(train_, idx, features.data(), labels.data());
-    TensorView logits = model_.Forward(features.data(), n, /*training=*/true);
-    TensorView grad(grad_logits->data(), {n, classes});
-    absl::StatusOr<nn::LossResult> loss =
-        nn::SoftmaxCrossEntropy(model_.device(), logits, labels.data(), &grad);
-    if (!loss.ok()) return loss.status();
-    const nn::LossResult& lr = *loss;
-    // Finished gradients go to the exchange while backward goes on.
-    model_.Backward(
-        grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
+    nn::LossResult lr;
+    if (replicas == 1) {
+      TensorView out = model_.Forward(features.data(), n, /*training=*/true);
+      TensorView grad(grad_logits[0].data(), {n, classes});
+      absl::StatusOr<nn::LossResult> loss =
+          nn::SoftmaxCrossEntropy(model_.device(), out, labels.data(), &grad);
+      if (!loss.ok()) return loss.status();
+      lr = *loss;
+      // Finished gradients go to the exchange while backward goes on.
+      model_.Backward(
+          grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
+    } else {
+      // Every replica's forward is queued before any loss waits for one, so
+      // the devices compute side by side; then the losses, then backward.
+      const std::vector<int64_t> rows = SplitBatch(n, replicas);
+      std::vector<int64_t> first(static_cast<size_t>(replicas), 0);
+      for (size_t r = 1; r < rows.size(); ++r) first[r] = first[r - 1] + rows[r - 1];
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r] == 0) continue;
+        logits[r] = pod_.models[r]->Forward(features.data() + first[r] * d, rows[r],
+                                            /*training=*/true);
+      }
+      double loss_sum = 0;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r] == 0) continue;
+        TensorView grad(grad_logits[r].data(), {rows[r], classes});
+        absl::StatusOr<nn::LossResult> loss = nn::SoftmaxCrossEntropy(
+            pod_.models[r]->device(), logits[r], labels.data() + first[r], &grad);
+        if (!loss.ok()) return loss.status();
+        loss_sum += loss->loss * static_cast<double>(rows[r]);
+        lr.correct += loss->correct;
+      }
+      lr.loss = loss_sum / static_cast<double>(n);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r] == 0) continue;
+        pod_.models[r]->Backward(TensorView(grad_logits[r].data(), {rows[r], classes}));
+      }
+      // The pod's gradient is complete only after the reduction; the
+      // exchange gets it whole in Step.
+      if (absl::Status s = ReduceGradients(rows, n); !s.ok()) return s;
+    }
     const double compute_t1 = clock_.NowSeconds();
     absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
     if (!next.ok()) return next.status();
+    if (replicas > 1) {
+      if (absl::Status s = BroadcastParams(); !s.ok()) return s;
+    }
     const double now = clock_.NowSeconds();
     const double step_s = now - step_t0, exchange_s = now - compute_t1;
     if (*next != step + 1) {
@@ -263,6 +390,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
   }
   if (absl::Status s = exchange_.Finish(); !s.ok()) return s;
+  if (absl::Status s = CheckReplicasIdentical(); !s.ok()) return s;
 
   result.steps = step;
   result.seconds = clock_.NowSeconds() - t0;

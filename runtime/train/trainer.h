@@ -1,19 +1,29 @@
-// Trainer: the training loop of one replica. Draws this replica's shard of
-// the data in batches, runs forward/backward on the model, hands gradients
-// to an Exchange, reports progress, and evaluates on the test split. The
-// model's parameters and gradients stay on its device: the exchange gets
-// spans of that device's memory (wrap a host exchange in StagedExchange).
+// Trainer: the training loop of one replica (one pod). Draws this replica's
+// shard of the data in batches, runs forward/backward on the model, hands
+// gradients to an Exchange, reports progress, and evaluates on the test
+// split. The model's parameters and gradients stay on its device: the
+// exchange gets spans of that device's memory (wrap a host exchange in
+// StagedExchange).
+//
+// A pod may hold several device replicas (PodReplicas: `--gpus N`): each
+// step's batch is split across them (SplitBatch), each runs forward and
+// backward on its rows, their gradients are weighted by their share of the
+// rows and summed into replica 0 (ReplicaReducer), the exchange sees only
+// replica 0 (one push per step for the whole pod), and the parameters it
+// returns are broadcast to every replica, so they stay bit-for-bit equal.
 // Not thread-safe; borrows everything it is given for its lifetime.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kubetrain/clock.h"
 #include "runtime/data/dataset.h"
 #include "runtime/exchange/exchange.h"
+#include "runtime/exchange/replica_reducer.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model.h"
 #include "runtime/train/progress_reporter.h"
@@ -60,16 +70,43 @@ absl::StatusOr<EvalResult> Evaluate(nn::Model& model, const data::Dataset& ds, i
 absl::Status CheckDatasetFitsModel(const data::Dataset& ds, const nn::Model& model,
                                    const std::string& what);
 
+// Rows of a batch of `n` for each of `replicas` replicas, in order: the
+// first n % replicas replicas take one row more (10 over 4: 3, 3, 2, 2).
+// A replica may get none when n < replicas.
+std::vector<int64_t> SplitBatch(int64_t n, int replicas);
+
+// The device replicas of one pod: copies of one model, each on its own
+// device (models[0] is the one the exchange and evaluation see), and the
+// reducer across their devices (required with two or more). Borrowed.
+struct PodReplicas {
+  std::vector<nn::Model*> models;
+  exchange::ReplicaReducer* reducer = nullptr;
+};
+
 class Trainer {
  public:
   Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dataset& train,
+          const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
+          const Clock& clock);
+  // Several replicas in this process; options.batch_size is the pod's
+  // batch per step, split across them.
+  Trainer(PodReplicas pod, exchange::Exchange& exchange, const data::Dataset& train,
           const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
           const Clock& clock);
 
   absl::StatusOr<TrainResult> Run();
 
  private:
-  nn::Model& model_;
+  // Replicas' gradients, weighted by rows / n, summed into replica 0.
+  absl::Status ReduceGradients(const std::vector<int64_t>& rows, int64_t n);
+  // Replica 0's parameters to every other replica.
+  absl::Status BroadcastParams();
+  // After training: every replica holds replica 0's parameters, bit for
+  // bit (Internal naming the replica otherwise).
+  absl::Status CheckReplicasIdentical();
+
+  PodReplicas pod_;
+  nn::Model& model_;  // replica 0
   exchange::Exchange& exchange_;
   const data::Dataset& train_;
   const data::Dataset* test_;

@@ -117,6 +117,32 @@ TEST_F(AllreduceTraining, TwoAndFourWorkersReachTheSingleProcessAccuracyWithIden
   }
 }
 
+TEST_F(AllreduceTraining, PodsOfTwoReplicasTrainByAllreduceInLockstep) {
+  // Two worker pods of 2 device replicas each (--cpu-replicas 2: the --gpus
+  // path on the CPU): each pod reduces its replicas first, then the pods'
+  // one gradient each meets in the ring; every rank ends identical.
+  auto run = Run(ExampleJob(
+      2,
+      Args({"--model", "mlp", "--epochs", "1", "--train-limit", "4000", "--batch-size", "32",
+            "--threads", "1", "--log-every", "0", "--device", "cpu", "--cpu-replicas", "2"}),
+      ""));
+  ASSERT_EQ(run->Wait(std::chrono::seconds(600)), 0) << run->Output();
+  const std::string out = run->Output();
+  EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
+  EXPECT_THAT(out, HasSubstr("pod replicas=2 devices=cpu,cpu batch=32 split=16+16"));
+  std::regex crc("\\[fmnist-allreduce-worker-([0-9]+)\\] info final parameters crc32c=([0-9a-f]+)");
+  std::set<std::string> checksums;
+  int ranks = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), crc); it != std::sregex_iterator();
+       ++it) {
+    checksums.insert((*it)[2]);
+    ++ranks;
+  }
+  EXPECT_EQ(ranks, 2) << out;
+  EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters:\n" << out;
+  EXPECT_GT(LastValue(out, "final test_accuracy"), 0.6) << out;
+}
+
 TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromTheCheckpoint) {
   // Four ranks: worker-2 is not a ring neighbour of worker-0, which learns
   // whom it lost from the rendezvous. OnFailure restarts every rank (each

@@ -3,6 +3,7 @@
 // async and ssp accuracy and the ssp bound, and the PS exiting on its own.
 #include <signal.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -100,6 +101,43 @@ TEST_F(PsTraining, TwoShardsGiveTheSameParametersAsOneBitForBit) {
   ASSERT_EQ(p1.size(), 235146u);
   ASSERT_EQ(p1.size(), p2.size());
   EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)));
+}
+
+TEST_F(PsTraining, APodOfTwoReplicasPushesOncePerStepAndMatchesOneReplica) {
+  // A worker pod with 2 device replicas (--cpu-replicas 2: the --gpus path
+  // on the CPU) splits each batch of 50 into 25 + 25, averages in the pod,
+  // and pushes once a step: the PS applies as many pushes as there are
+  // steps, and the parameters follow a 1-replica worker's at batch 50.
+  TempDir one, pod;
+  const std::vector<std::string> args = {
+      "--train-limit", "2000", "--epochs", "1", "--batch-size", "50", "--threads", "1",
+      "--device",      "cpu",  "--seed",   "7", "--log-every",  "0"};
+  std::string pod_ps;
+  {
+    LocalReplicas job(KUBETRAIN_BIN, 1, 1);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", one.path()});
+    RunJob(job, a, 1);
+  }
+  {
+    LocalReplicas job(KUBETRAIN_BIN, 1, 1);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", pod.path(), "--cpu-replicas", "2"});
+    const std::string out = RunJob(job, a, 1);
+    EXPECT_THAT(out, ::testing::HasSubstr("pod replicas=2 devices=cpu,cpu batch=50 split=25+25"));
+    pod_ps = job.Output("ps", 0);
+  }
+  // 2000 samples / 50 = 40 steps, 40 pushes.
+  EXPECT_THAT(pod_ps, ::testing::HasSubstr("stats global_step=40 applied=40 "));
+  std::vector<float> p1 = FinalParams(one.path(), 1), p2 = FinalParams(pod.path(), 1);
+  ASSERT_EQ(p1.size(), p2.size());
+  ASSERT_FALSE(p1.empty());
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < p1.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(p1[i])));
+    worst = std::max(worst, std::abs(static_cast<double>(p2[i]) - p1[i]));
+  }
+  EXPECT_LE(worst, 1e-4 * scale) << "largest difference " << worst << " of " << scale;
 }
 
 TEST_F(PsTraining, AsyncReaches086) {

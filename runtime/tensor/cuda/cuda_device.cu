@@ -46,6 +46,7 @@ class CudaDevice final : public ComputeDevice {
   CudaDevice(const DeviceInfo& info, cudaStream_t stream, cublasHandle_t blas)
       : info_(info), stream_(stream), blas_(blas) {}
   ~CudaDevice() override {
+    Current();
     cudaStreamSynchronize(stream_);
     ones_ = DeviceBuffer();
     scratch_ = DeviceBuffer();
@@ -57,6 +58,7 @@ class CudaDevice final : public ComputeDevice {
   bool host_memory() const override { return false; }
 
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
+    Current();
     void* p = nullptr;
     if (cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: clear it
@@ -79,6 +81,7 @@ class CudaDevice final : public ComputeDevice {
   DeviceMemory Memory() override {
     size_t free = 0, total = 0;
     DeviceMemory m;
+    Current();
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       m.total_bytes = static_cast<int64_t>(total);
       m.free_bytes = static_cast<int64_t>(free);
@@ -88,12 +91,14 @@ class CudaDevice final : public ComputeDevice {
 
   void CopyToDevice(const void* host, void* device, size_t bytes) override {
     if (bytes == 0) return;
+    Current();
     Note(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
     // The host buffer may change as soon as this returns.
     Note(cudaStreamSynchronize(stream_), "copy to device");
   }
 
   absl::Status CopyToHost(const void* device, void* host, size_t bytes) override {
+    Current();
     if (bytes > 0) {
       Note(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     }
@@ -102,6 +107,7 @@ class CudaDevice final : public ComputeDevice {
 
   void Copy(const float* src, float* dst, int64_t n) override {
     if (n <= 0 || src == dst) return;
+    Current();
     Note(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice,
                          stream_),
          "copy");
@@ -112,6 +118,7 @@ class CudaDevice final : public ComputeDevice {
   }
 
   absl::Status Synchronize() override {
+    Current();
     Note(cudaStreamSynchronize(stream_), "stream");
     return error_;
   }
@@ -120,6 +127,7 @@ class CudaDevice final : public ComputeDevice {
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) override {
     if (m <= 0 || n <= 0) return;
+    Current();
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
     const cublasOperation_t ta = trans_a == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = trans_b == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -205,6 +213,7 @@ class CudaDevice final : public ComputeDevice {
     int32_t* correct = reinterpret_cast<int32_t*>(base + correct_offset);
     CopyToDevice(host_labels, labels, labels_bytes);
     if (n > 0) {
+      Current();
       SoftmaxCrossEntropyKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
                                   stream_>>>(logits, n, k, labels, grad, loss, correct);
       Note(cudaGetLastError(), "softmax cross-entropy launch");
@@ -243,10 +252,16 @@ class CudaDevice final : public ComputeDevice {
   template <typename F>
   void Launch(int64_t n, F f) {
     if (n <= 0) return;
+    Current();
     const int64_t blocks = (n + kThreads - 1) / kThreads;
     ForEachIndex<<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(n, f);
     Note(cudaGetLastError(), "kernel launch");
   }
+
+  // Makes this device the calling thread's current one: the stream, the
+  // cuBLAS handle and cudaMalloc belong to it, and a pod trains several
+  // devices from one thread (--gpus N). Cheap when it already is.
+  void Current() { Note(cudaSetDevice(info_.index), "cudaSetDevice"); }
 
   // Keeps the first error of the queue; Synchronize and CopyToHost report it.
   void Note(cudaError_t e, const char* what) {
