@@ -27,7 +27,8 @@ PsShardClient::PsShardClient(std::string name, std::string address, std::string 
       pull_method_(kPsPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel_),
       push_pull_method_(kPsPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
 
-PsShardClient::~PsShardClient() { ClosePushPull(); }
+// Cancelled, not closed: a destructor must not wait on a server that may be gone.
+PsShardClient::~PsShardClient() { (void)EndPushPull(StreamEnd::kCancel); }
 
 void PsShardClient::Prepare(grpc::ClientContext* ctx) const { exchange::AddToken(ctx, token_); }
 
