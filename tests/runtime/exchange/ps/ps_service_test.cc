@@ -399,6 +399,35 @@ TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
   EXPECT_EQ(ps.shard().Status().applied_pushes(), 1);
 }
 
+// A step larger than one chunk: the push spans several messages (the pull
+// request on the last), and so does the pull.
+TEST(PsService, PushPullStepsSpanSeveralChunks) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const int64_t n = 2 * kChunkElements + 123;
+  v1::RegisterRequest reg;
+  reg.set_worker(0);
+  reg.set_num_params(static_cast<uint64_t>(n));
+  const uint64_t inc = c.Register(reg, std::chrono::seconds(5))->incarnation();
+  std::vector<float> init(n), g(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    init[i] = static_cast<float>(i % 1000);
+    g[i] = static_cast<float>(i % 3);
+  }
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  for (int64_t step = 0; step < 2; ++step) {
+    bool pushed = false;
+    absl::StatusOr<PullReply> r = c.PushPull(Header(0, step, inc), g, PullFor(0, 0, step + 1, inc),
+                                             out, 0, v1::WIRE_DTYPE_F32, &pushed);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->global_step, step + 1);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_FLOAT_EQ(out[i], init[i] - 0.5f * static_cast<float>(step + 1) * g[i]) << i;
+    }
+  }
+  EXPECT_EQ(ps.shard().Status().applied_pushes(), 2);
+}
+
 // A PushPull stream from the generated stubs: a corrupt chunk in a two-chunk
 // push is refused whole (the step before it stays applied, nothing of the
 // bad step is), and a step whose header message has no pull request waits
