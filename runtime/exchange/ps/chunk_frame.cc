@@ -290,19 +290,30 @@ grpc::Slice FramePool::Wrap(Lease& l, size_t size) {
 }
 
 grpc::ByteBuffer EncodePushFrame(const v1::PushHeader* header, std::span<const float> values,
-                                 int64_t offset, v1::WireDType dtype, FramePool* pool) {
+                                 int64_t offset, v1::WireDType dtype, FramePool* pool,
+                                 const v1::PullRequest* pull) {
   const ChunkLayout chunk(values, offset, dtype);
-  std::string head;
+  std::string head, tail;
   if (header != nullptr) header->SerializeToString(&head);
+  if (pull != nullptr) pull->SerializeToString(&tail);
   const size_t head_field = header == nullptr ? 0 : 1 + VarintSize(head.size()) + head.size();
-  return OneSlice(head_field + chunk.FieldBytes(2), pool, [&](uint8_t* p) {
+  const size_t pull_field = pull == nullptr ? 0 : 1 + VarintSize(tail.size()) + tail.size();
+  // Fields in field-number order, as protobuf writes them.
+  return OneSlice(head_field + chunk.FieldBytes(2) + pull_field, pool, [&](uint8_t* p) {
     if (header != nullptr) {
       *p++ = static_cast<uint8_t>(Tag(1, kLen));
       p = PutVarint(p, head.size());
       std::memcpy(p, head.data(), head.size());
       p += head.size();
     }
-    return chunk.Write(p, 2, values);
+    p = chunk.Write(p, 2, values);
+    if (pull != nullptr) {
+      *p++ = static_cast<uint8_t>(Tag(3, kLen));
+      p = PutVarint(p, tail.size());
+      std::memcpy(p, tail.data(), tail.size());
+      p += tail.size();
+    }
+    return p;
   });
 }
 
@@ -405,6 +416,13 @@ absl::StatusOr<ReceivedFrame> ReceivedFrame::Parse(const grpc::ByteBuffer& buffe
         return Malformed(what, "bad header");
       }
       f.header_ = std::move(h);
+    } else if (kind == Kind::kPush && field == 3 && type == kLen) {
+      v1::PullRequest r;
+      if (!c.ReadVarint(&v) || c.consumed() + v > total || !c.ReadString(v, &bytes) ||
+          !r.ParseFromString(bytes)) {
+        return Malformed(what, "bad pull request");
+      }
+      f.pull_ = std::move(r);
     } else if (kind == Kind::kPull && field >= 1 && field <= 3 && type == kVarint) {
       if (!c.ReadVarint(&v)) return Malformed(what, "truncated field");
       if (field == 1) f.pull_head_.global_step = static_cast<int64_t>(v);

@@ -78,11 +78,14 @@ struct PullFrameHead {
   bool finished = false;
 };
 
-// One PushMessage: `header` (first message of a stream; null on the rest)
-// and `values` as the chunk at range offset `offset`, encoded as `dtype`.
+// One PushMessage: `header` (first message of a push; null on the rest)
+// and `values` as the chunk at range offset `offset`, encoded as `dtype`,
+// then `pull` (PushPull streams: on each step's last message; null
+// otherwise).
 // `pool` (may be null) provides the slice's memory.
 grpc::ByteBuffer EncodePushFrame(const v1::PushHeader* header, std::span<const float> values,
-                                 int64_t offset, v1::WireDType dtype, FramePool* pool = nullptr);
+                                 int64_t offset, v1::WireDType dtype, FramePool* pool = nullptr,
+                                 const v1::PullRequest* pull = nullptr);
 
 // One PullMessage: `head` (first message only; null on the rest) and the
 // chunk.
@@ -98,6 +101,7 @@ class ReceivedFrame {
 
   // Push frames.
   const std::optional<v1::PushHeader>& header() const { return header_; }
+  const std::optional<v1::PullRequest>& pull() const { return pull_; }
   // Pull frames (zero when absent).
   const PullFrameHead& pull_head() const { return pull_head_; }
 
@@ -121,6 +125,7 @@ class ReceivedFrame {
 
   std::vector<grpc::Slice> slices_;
   std::optional<v1::PushHeader> header_;
+  std::optional<v1::PullRequest> pull_;
   PullFrameHead pull_head_;
   bool has_chunk_ = false;
   int64_t offset_ = 0;

@@ -24,7 +24,11 @@ PsShardClient::PsShardClient(std::string name, std::string address, std::string 
       initialize_method_(kPsInitializeMethod, grpc::internal::RpcMethod::CLIENT_STREAMING,
                          channel_),
       push_method_(kPsPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel_),
-      pull_method_(kPsPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel_) {}
+      pull_method_(kPsPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel_),
+      push_pull_method_(kPsPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
+
+// Cancelled, not closed: a destructor must not wait on a server that may be gone.
+PsShardClient::~PsShardClient() { (void)EndPushPull(StreamEnd::kCancel); }
 
 void PsShardClient::Prepare(grpc::ClientContext* ctx) const { exchange::AddToken(ctx, token_); }
 
@@ -64,6 +68,44 @@ absl::StatusOr<v1::PushResponse> PsShardClient::Send(bool initialize, const v1::
   return resp;
 }
 
+template <typename Next>
+absl::Status PsShardClient::ReadPull(Next next, std::span<float> out, int64_t offset,
+                                     PullReply* reply, bool* any) {
+  grpc::ByteBuffer buffer;
+  int64_t covered = 0;
+  const int64_t want = static_cast<int64_t>(out.size());
+  // Reads until the range is covered; a Pull call then ends, a PushPull
+  // stream goes on with the next step.
+  while (covered < want && next(&buffer)) {
+    *any = true;
+    absl::StatusOr<ReceivedFrame> frame = ReceivedFrame::ParsePull(buffer);
+    if (!frame.ok()) {
+      return absl::DataLossError(absl::StrCat(name_, ": ", frame.status().message()));
+    }
+    if (covered == 0) {
+      reply->global_step = frame->pull_head().global_step;
+      reply->incarnation = frame->pull_head().incarnation;
+      reply->finished = frame->pull_head().finished;
+    }
+    const int64_t off = frame->offset() - offset;
+    const int64_t len = frame->length();
+    if (off != covered || len < 0 || covered + len > want) {
+      return absl::DataLossError(absl::StrCat(name_, " sent chunk at ", off + offset,
+                                              " out of order or beyond the range"));
+    }
+    if (absl::Status s = frame->DecodeInto(
+            out.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), /*nonfinite=*/nullptr);
+        !s.ok()) {
+      return s;
+    }
+    covered += len;
+  }
+  if (covered != want) {
+    return absl::DataLossError(absl::StrCat(name_, " sent ", covered, " of ", want, " parameters"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PullReply> PsShardClient::Pull(const v1::PullRequest& req, std::span<float> out,
                                               int64_t offset) {
   grpc::ClientContext ctx;
@@ -71,42 +113,91 @@ absl::StatusOr<PullReply> PsShardClient::Pull(const v1::PullRequest& req, std::s
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), pull_method_,
                                                                     &ctx, req));
-  grpc::ByteBuffer buffer;
   PullReply reply;
-  int64_t covered = 0;
-  absl::Status error;
-  bool first = true;
-  while (reader->Read(&buffer)) {
-    if (!error.ok()) continue;  // drain
-    absl::StatusOr<ReceivedFrame> frame = ReceivedFrame::ParsePull(buffer);
-    if (!frame.ok()) {
-      error = absl::DataLossError(absl::StrCat(name_, ": ", frame.status().message()));
-      continue;
+  bool any = false;
+  absl::Status error =
+      ReadPull([&](grpc::ByteBuffer* b) { return reader->Read(b); }, out, offset, &reply, &any);
+  grpc::ByteBuffer rest;
+  while (reader->Read(&rest)) {
+    // Drain: frames beyond the range make the pull fail, as before.
+    if (error.ok()) {
+      error = absl::DataLossError(
+          absl::StrCat(name_, " sent a chunk out of order or beyond the range"));
     }
-    if (first) {
-      reply.global_step = frame->pull_head().global_step;
-      reply.incarnation = frame->pull_head().incarnation;
-      reply.finished = frame->pull_head().finished;
-      first = false;
-    }
-    const int64_t off = frame->offset() - offset;
-    const int64_t len = frame->length();
-    if (off != covered || len < 0 || covered + len > static_cast<int64_t>(out.size())) {
-      error = absl::DataLossError(absl::StrCat(name_, " sent chunk at ", off + offset,
-                                               " out of order or beyond the range"));
-      continue;
-    }
-    error = frame->DecodeInto(out.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
-                              /*nonfinite=*/nullptr);
-    covered += len;
   }
   grpc::Status s = reader->Finish();
   if (!s.ok()) return FromGrpc(s);
   if (!error.ok()) return error;
-  if (covered != static_cast<int64_t>(out.size())) {
-    return absl::DataLossError(
-        absl::StrCat(name_, " sent ", covered, " of ", out.size(), " parameters"));
+  return reply;
+}
+
+absl::Status PsShardClient::EndPushPull(StreamEnd how) {
+  if (stream_ == nullptr) return absl::OkStatus();
+  if (how == StreamEnd::kClose) stream_->WritesDone();
+  // Cancelling a stream the server has already ended would replace its
+  // status with CANCELLED.
+  if (how == StreamEnd::kCancel) stream_ctx_->TryCancel();
+  // Finish needs every message read.
+  grpc::ByteBuffer rest;
+  while (stream_->Read(&rest)) {
   }
+  const grpc::Status s = stream_->Finish();
+  stream_.reset();
+  stream_ctx_.reset();
+  return FromGrpc(s);
+}
+
+void PsShardClient::ClosePushPull() { (void)EndPushPull(StreamEnd::kClose); }
+
+absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
+                                                  std::span<const float> values,
+                                                  const v1::PullRequest& pull, std::span<float> out,
+                                                  int64_t offset, v1::WireDType dtype, bool* pushed,
+                                                  const std::function<void()>& written) {
+  *pushed = false;
+  if (values.empty() || out.empty()) {
+    return absl::InvalidArgumentError("PushPull of an empty range");
+  }
+  if (stream_ == nullptr) {
+    stream_ctx_ = std::make_unique<grpc::ClientContext>();
+    Prepare(stream_ctx_.get());
+    stream_.reset(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel_.get(), push_pull_method_, stream_ctx_.get()));
+  }
+  // On failure, the stream's own status says more than a failed write or a
+  // short read (the server's error, or the transport's).
+  bool ended = false;  // the server ended the stream
+  auto fail = [&](absl::Status local) -> absl::Status {
+    const absl::Status remote = EndPushPull(ended ? StreamEnd::kEnded : StreamEnd::kCancel);
+    if (!remote.ok() && (ended || !absl::IsCancelled(remote))) return remote;
+    return local.ok() ? absl::UnavailableError(absl::StrCat(name_, ": PushPull stream ended"))
+                      : local;
+  };
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (int64_t off = 0; off < n; off += kChunkElements) {
+    const int64_t len = std::min(kChunkElements, n - off);
+    // The header opens the step's push; the pull request closes it.
+    const grpc::ByteBuffer frame =
+        EncodePushFrame(off == 0 ? &header : nullptr,
+                        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                        offset + off, dtype, &push_pool_, off + len == n ? &pull : nullptr);
+    if (!stream_->Write(frame)) {
+      ended = true;
+      return fail(absl::OkStatus());
+    }
+  }
+  if (written) written();
+  PullReply reply;
+  bool any = false;
+  absl::Status error = ReadPull(
+      [&](grpc::ByteBuffer* b) {
+        ended = !stream_->Read(b);
+        return !ended;
+      },
+      out, offset, &reply, &any);
+  *pushed = any;
+  if (!error.ok() || !any) return fail(error);
   return reply;
 }
 

@@ -2,13 +2,15 @@
 // Adds the job token to every call, chunks float ranges onto streams and
 // decodes them back. Initialize, Push and Pull go through grpc::ByteBuffer
 // frames (chunk_frame.h): one copy each way, fused with the CRC. Keeps no training state.
-// Thread-safe (gRPC stubs are), but the exchange drives each shard from one thread at a time.
+// Thread-compatible: the exchange drives each shard from one thread at a time
+// (PushPull keeps one stream open between calls).
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_
 
 #include <grpcpp/impl/rpc_method.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,6 +30,9 @@ struct PullReply {
 class PsShardClient {
  public:
   PsShardClient(std::string name, std::string address, std::string token);
+  ~PsShardClient();
+  PsShardClient(const PsShardClient&) = delete;
+  PsShardClient& operator=(const PsShardClient&) = delete;
 
   const std::string& name() const { return name_; }
   const std::string& address() const { return address_; }
@@ -43,18 +48,44 @@ class PsShardClient {
   // Receives the shard's range into `out`; blocks as long as the server
   // holds the barrier.
   absl::StatusOr<PullReply> Pull(const v1::PullRequest& req, std::span<float> out, int64_t offset);
+  // One step on the PushPull stream, opened on first use and kept open:
+  // sends `values` after `header` and `pull`, then receives the range into
+  // `out` once the server allows the pull. Any error closes the stream (the
+  // next call opens a new one) and returns the status Send or Pull would
+  // have; `*pushed` says whether the server had committed the push (it had
+  // started answering). `written` (may be empty) runs once the push is
+  // written. Unimplemented: the server predates PushPull (use Send and
+  // Pull).
+  absl::StatusOr<PullReply> PushPull(const v1::PushHeader& header, std::span<const float> values,
+                                     const v1::PullRequest& pull, std::span<float> out,
+                                     int64_t offset, v1::WireDType dtype, bool* pushed,
+                                     const std::function<void()>& written = {});
+  // Closes the PushPull stream, if open, waiting for the server's end.
+  void ClosePushPull();
   absl::StatusOr<v1::DoneResponse> Done(int worker, std::chrono::milliseconds timeout);
   absl::StatusOr<v1::StatusResponse> GetStatus(std::chrono::milliseconds timeout);
   absl::StatusOr<v1::CheckpointResponse> Checkpoint(std::chrono::milliseconds timeout);
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  // Ends the open PushPull stream and returns its status: kClose after the
+  // last step, kEnded when the server has ended it, kCancel to abandon it.
+  enum class StreamEnd { kClose, kEnded, kCancel };
+  absl::Status EndPushPull(StreamEnd how);
+  // Reads a pull's frames from `next` into `out`; DataLoss on a bad frame
+  // (after draining nothing: the caller ends the call).
+  template <typename Next>
+  absl::Status ReadPull(Next next, std::span<float> out, int64_t offset, PullReply* reply,
+                        bool* any);
 
   std::string name_, address_, token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
-  const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_;
+  const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_, push_pull_method_;
   FramePool push_pool_;
+  // The open PushPull stream, if any.
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
 };
 
 }  // namespace kubetrain::ps

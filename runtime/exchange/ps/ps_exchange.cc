@@ -128,6 +128,50 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
         skip_push = true;
       }
     }
+    if (st.ok() && !skip_push && s.push_pull) {
+      // Push and pull on the shard's PushPull stream: one round trip.
+      v1::PushHeader h;
+      h.set_worker(opt_.worker);
+      h.set_step(clock);
+      h.set_incarnation(s.incarnation);
+      v1::PullRequest req;
+      req.set_worker(opt_.worker);
+      req.set_incarnation(s.incarnation);
+      req.set_dtype(opt_.wire_dtype);
+      req.set_min_step(opt_.mode.kind == ExchangeMode::kSync ? clock + 1 : 0);
+      req.set_clock(clock + 1);
+      const double t0 = clock_.NowSeconds();
+      double t1 = t0;
+      bool pushed = false;
+      absl::StatusOr<PullReply> r = s.client->PushPull(
+          h,
+          grads.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
+          req,
+          params.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
+          s.range.offset, opt_.wire_dtype, &pushed, [&] { t1 = clock_.NowSeconds(); });
+      if (pushed) {
+        skip_push = true;  // a retry only pulls
+        resume = clock + 1;
+      }
+      if (r.ok()) {
+        if (opt_.metrics != nullptr) {
+          const int64_t bytes = s.range.length * bytes_per_value;
+          opt_.metrics->RecordExchange(metrics::ExchangeOp::kPush, metrics::PeerRole::kPs, t1 - t0,
+                                       bytes, 0);
+          opt_.metrics->RecordExchange(metrics::ExchangeOp::kPull, metrics::PeerRole::kPs,
+                                       clock_.NowSeconds() - t1, 0, bytes);
+        }
+        if (lost_since >= 0) log_(absl::StrCat("reconnected to ", s.client->name()));
+        s.global_step = r->global_step;
+        return opt_.mode.kind == ExchangeMode::kSync ? std::max(resume, r->global_step) : resume;
+      }
+      if (absl::IsUnimplemented(r.status())) {
+        log_(absl::StrCat(s.client->name(), " has no PushPull; pushing and pulling separately"));
+        s.push_pull = false;
+        continue;
+      }
+      st = r.status();
+    }
     if (st.ok() && !skip_push) {
       v1::PushHeader h;
       h.set_worker(opt_.worker);
@@ -238,6 +282,7 @@ absl::StatusOr<int64_t> PsExchange::Step(int64_t step, std::span<const float> gr
 
 absl::Status PsExchange::Finish() {
   for (Shard& s : shards_) {
+    s.client->ClosePushPull();
     absl::StatusOr<v1::DoneResponse> r = s.client->Done(opt_.worker, std::chrono::seconds(10));
     if (!r.ok()) {
       log_(absl::StrCat("could not tell ", s.client->name(),

@@ -1,7 +1,9 @@
 // PsExchange: the Exchange of a worker in parameter-server mode. Talks to
 // every shard in parallel: pushes the shard's slice of the flat gradient,
 // then pulls the shard's slice of the parameters (waiting at the sync
-// barrier or the ssp bound on the server side).
+// barrier or the ssp bound on the server side), both on the shard's
+// PushPull stream, which stays open from step to step (a shard without
+// PushPull gets a Push call and a Pull call per step).
 //
 // Faults: an unreachable shard is retried with backoff (reconnects within
 // ~1 s of it coming back); a shard that restarted (new incarnation) is
@@ -67,6 +69,7 @@ class PsExchange final : public exchange::Exchange {
     Range range;
     int64_t resume_clock = 0;  // from the last registration
     int64_t global_step = 0;
+    bool push_pull = true;  // false: the shard has no PushPull (Push, then Pull)
   };
 
   // Registers shard i (retrying until the peer timeout), initialising it

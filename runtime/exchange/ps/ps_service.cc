@@ -56,6 +56,14 @@ PsService::PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics*
           [](PsService* s, grpc::ServerContext* ctx, const v1::PullRequest* req,
              grpc::ServerWriter<grpc::ByteBuffer>* w) { return s->Pull(ctx, req, w); },
           this)));
+  AddMethod(new RpcServiceMethod(
+      kPsPushPullMethod, RpcMethod::BIDI_STREAMING,
+      new grpc::internal::BidiStreamingHandler<PsService, grpc::ByteBuffer, grpc::ByteBuffer>(
+          [](PsService* s, grpc::ServerContext* ctx,
+             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+            return s->PushPull(ctx, stream);
+          },
+          this)));
   AddMethod(Unary(kPsDoneMethod, this, &PsService::Done));
   AddMethod(Unary(kPsCheckpointMethod, this, &PsService::Checkpoint));
   AddMethod(Unary(kPsGetStatusMethod, this, &PsService::GetStatus));
@@ -96,6 +104,17 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   grpc::ByteBuffer buffer;
   absl::StatusOr<ReceivedFrame> frame = absl::InvalidArgumentError("empty stream");
   if (reader->Read(&buffer)) frame = ReceivedFrame::ParsePush(buffer);
+  return ReceivePush(
+      std::move(frame), [reader](grpc::ByteBuffer* b) { return reader->Read(b); }, initialize,
+      /*pull=*/nullptr, resp);
+}
+
+grpc::Status PsService::ReceivePush(absl::StatusOr<ReceivedFrame> frame,
+                                    const std::function<bool(grpc::ByteBuffer*)>& read,
+                                    bool initialize, std::optional<v1::PullRequest>* pull,
+                                    v1::PushResponse* resp) {
+  const bool whole_stream = pull == nullptr;
+  grpc::ByteBuffer buffer;
   if (!frame.ok() || !frame->header().has_value()) {
     const std::string why =
         frame.ok() ? "stream without a header" : std::string(frame.status().message());
@@ -110,24 +129,27 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                         absl::StrCat("parameter server restarted (incarnation ", incarnation,
                                      ", caller has ", header.incarnation(), "); re-register"));
   }
+  const Range range = shard_.range();
   absl::StatusOr<std::span<float>> staging =
       shard_.BeginStaging(header.worker(), header.step(), initialize);
-  if (absl::IsAlreadyExists(staging.status())) {
+  const bool duplicate = absl::IsAlreadyExists(staging.status());
+  if (duplicate && whole_stream) {
     resp->set_accepted(false);  // duplicate of an accepted gradient: dropped
     resp->set_global_step(shard_.global_step());
     resp->set_incarnation(incarnation);
     return grpc::Status::OK;
   }
-  if (!staging.ok()) {
+  if (!staging.ok() && !duplicate) {
     if (absl::IsInvalidArgument(staging.status())) {
       shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
                            std::string(staging.status().message()));
     }
     return ToGrpc(staging.status());
   }
-  const Range range = shard_.range();
   // Chunks must tile this shard's range in order, each continuing where the
-  // previous one ended.
+  // previous one ended. In a PushPull stream the push ends with the message
+  // that carries the pull request (the next message is the next step's); a
+  // duplicate's chunks are read and dropped there.
   absl::Status error;
   metrics::RejectReason reason = metrics::RejectReason::kBadRange;
   int64_t covered = 0;
@@ -135,7 +157,10 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
   int64_t nonfinite = 0;
   // The first message may carry the header alone.
   bool have = frame->has_chunk();
-  if (!have && reader->Read(&buffer)) {
+  if (!whole_stream && frame->pull().has_value()) {
+    *pull = frame->pull();
+    if (!have) error = absl::InvalidArgumentError("a PushPull step without chunks");
+  } else if (!have && read(&buffer)) {
     frame = ReceivedFrame::ParsePush(buffer);
     have = true;
   }
@@ -154,18 +179,42 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
                        ") and expected offset ", range.offset + covered));
       break;
     }
-    error = frame->DecodeInto(
-        staging->subspan(static_cast<size_t>(covered), static_cast<size_t>(len)), &nonfinite);
-    if (!error.ok()) reason = metrics::RejectReason::kBadChunk;
+    if (!duplicate) {
+      error = frame->DecodeInto(
+          staging->subspan(static_cast<size_t>(covered), static_cast<size_t>(len)), &nonfinite);
+      if (!error.ok()) reason = metrics::RejectReason::kBadChunk;
+    }
     covered += len;
     bytes += static_cast<int64_t>(frame->data_bytes());
-    have = reader->Read(&buffer);
+    if (!whole_stream && frame->pull().has_value()) {
+      *pull = frame->pull();
+      break;
+    }
+    have = read(&buffer);
     if (have) frame = ReceivedFrame::ParsePush(buffer);
   }
   if (error.ok() && covered != range.length) {
     error = absl::InvalidArgumentError(absl::StrCat("push covers ", covered, " of the ",
                                                     range.length, " elements shard ",
                                                     shard_.options().shard_index, " owns"));
+  }
+  if (error.ok() && !whole_stream) {
+    if (!pull->has_value()) {
+      error = absl::InvalidArgumentError("a PushPull step ended without its pull request");
+      reason = metrics::RejectReason::kBadHeader;
+    } else if ((*pull)->worker() != header.worker()) {
+      error =
+          absl::InvalidArgumentError(absl::StrCat("PushPull step of worker ", header.worker(),
+                                                  " asks to pull for worker ", (*pull)->worker()));
+      reason = metrics::RejectReason::kBadHeader;
+    }
+  }
+  if (duplicate) {
+    if (!error.ok()) return ToGrpc(error);
+    resp->set_accepted(false);
+    resp->set_global_step(shard_.global_step());
+    resp->set_incarnation(incarnation);
+    return grpc::Status::OK;
   }
   if (!error.ok()) {
     shard_.EndStaging(header.worker());
@@ -204,16 +253,15 @@ grpc::Status PsService::Push(grpc::ServerContext* ctx, grpc::ServerReader<grpc::
   return ReceiveInto(ctx, reader, /*initialize=*/false, resp);
 }
 
-grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                             grpc::ServerWriter<grpc::ByteBuffer>* writer) {
-  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+grpc::Status PsService::ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
+                                   std::shared_ptr<const PullFrames>* out) {
   const uint64_t incarnation = shard_.options().incarnation;
-  if (req->incarnation() != 0 && req->incarnation() != incarnation) {
+  if (req.incarnation() != 0 && req.incarnation() != incarnation) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("parameter server restarted (incarnation ", incarnation,
-                                     ", caller has ", req->incarnation(), "); re-register"));
+                                     ", caller has ", req.incarnation(), "); re-register"));
   }
-  const int worker = req->worker();
+  const int worker = req.worker();
   if (worker < kObserver || worker >= shard_.options().num_workers) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("unknown worker id ", worker));
@@ -224,16 +272,15 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
                         "the shard has no layout yet: register first");
   }
   const v1::WireDType dtype =
-      req->dtype() == v1::WIRE_DTYPE_UNSPECIFIED ? v1::WIRE_DTYPE_F32 : req->dtype();
+      req.dtype() == v1::WIRE_DTYPE_UNSPECIFIED ? v1::WIRE_DTYPE_F32 : req.dtype();
   if (dtype != v1::WIRE_DTYPE_F32 && dtype != v1::WIRE_DTYPE_F16) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("unsupported wire dtype ", dtype));
   }
   // Encode the parameters straight from the shard, under its lock, unless
   // this version is already encoded (the other workers' pulls of a step).
-  std::shared_ptr<const PullFrames> frames;
   absl::StatusOr<PullResult> r = shard_.Read(
-      worker, req->min_step(), req->clock(),
+      worker, req.min_step(), req.clock(),
       [&](std::span<const float> params, const PullResult& pr) {
         std::lock_guard<std::mutex> lock(pull_mu_);
         if (pull_frames_ == nullptr || pull_frames_->version != pr.version ||
@@ -254,17 +301,53 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
           }
           pull_frames_ = std::move(f);
         }
-        frames = pull_frames_;
+        *out = pull_frames_;
       },
       [ctx] { return ctx->IsCancelled(); });
-  if (!r.ok()) return ToGrpc(r.status());
-  for (const grpc::ByteBuffer& frame : frames->frames) {
-    if (!writer->Write(frame)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-  }
+  return ToGrpc(r.status());
+}
+
+void PsService::CountSent(int worker, const PullFrames& frames) {
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(
         worker == kObserver ? metrics::PeerRole::kEvaluator : metrics::PeerRole::kWorker,
-        frames->bytes);
+        frames.bytes);
+  }
+}
+
+grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
+                             grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+  if (grpc::Status s = exchange::CheckToken(*ctx, token_); !s.ok()) return s;
+  std::shared_ptr<const PullFrames> frames;
+  if (grpc::Status s = ReadFrames(ctx, *req, &frames); !s.ok()) return s;
+  for (const grpc::ByteBuffer& frame : frames->frames) {
+    if (!writer->Write(frame)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
+  CountSent(req->worker(), *frames);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsService::PushPull(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  if (grpc::Status s = CheckWriterToken(*ctx, "push"); !s.ok()) return s;
+  grpc::ByteBuffer buffer;
+  auto read = [stream](grpc::ByteBuffer* b) { return stream->Read(b); };
+  // One step per turn, until the worker closes its side.
+  while (stream->Read(&buffer)) {
+    std::optional<v1::PullRequest> pull;
+    v1::PushResponse resp;
+    if (grpc::Status s =
+            ReceivePush(ReceivedFrame::ParsePush(buffer), read, /*initialize=*/false, &pull, &resp);
+        !s.ok()) {
+      return s;
+    }
+    std::shared_ptr<const PullFrames> frames;
+    if (grpc::Status s = ReadFrames(ctx, *pull, &frames); !s.ok()) return s;
+    for (const grpc::ByteBuffer& f : frames->frames) {
+      if (!stream->Write(f)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    }
+    CountSent(pull->worker(), *frames);
   }
   return grpc::Status::OK;
 }

@@ -9,6 +9,9 @@
 // PushMessage/PullMessage, so clients built on the generated stubs work
 // unchanged; the other methods use the generated messages.
 //
+// PushPull runs a worker's steps on one stream (a push, then the pull it
+// allows, per step), so a step costs one round trip and no call set-up.
+//
 // Pull frames are encoded once per version of the parameters and kept: every
 // worker pulling that version (all of them, in sync mode) is sent the same
 // slices.
@@ -18,9 +21,12 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/service_type.h>
+#include <grpcpp/support/sync_stream.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,7 @@ inline constexpr char kPsRegisterMethod[] = "/kubetrain.v1.ParameterServer/Regis
 inline constexpr char kPsInitializeMethod[] = "/kubetrain.v1.ParameterServer/Initialize";
 inline constexpr char kPsPushMethod[] = "/kubetrain.v1.ParameterServer/Push";
 inline constexpr char kPsPullMethod[] = "/kubetrain.v1.ParameterServer/Pull";
+inline constexpr char kPsPushPullMethod[] = "/kubetrain.v1.ParameterServer/PushPull";
 inline constexpr char kPsDoneMethod[] = "/kubetrain.v1.ParameterServer/Done";
 inline constexpr char kPsCheckpointMethod[] = "/kubetrain.v1.ParameterServer/Checkpoint";
 inline constexpr char kPsGetStatusMethod[] = "/kubetrain.v1.ParameterServer/GetStatus";
@@ -55,6 +62,9 @@ class PsService final : public grpc::Service {
                     v1::PushResponse* resp);
   grpc::Status Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
                     grpc::ServerWriter<grpc::ByteBuffer>* writer);
+  // Push then Pull, step after step, on one stream (parameter_server.proto).
+  grpc::Status PushPull(grpc::ServerContext* ctx,
+                        grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status Done(grpc::ServerContext* ctx, const v1::DoneRequest* req, v1::DoneResponse* resp);
   grpc::Status Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
                           v1::CheckpointResponse* resp);
@@ -77,6 +87,22 @@ class PsService final : public grpc::Service {
   grpc::Status CheckWriterToken(const grpc::ServerContext& ctx, const char* call);
   grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
                            bool initialize, v1::PushResponse* resp);
+  // One push: `first` (its header frame), then chunks from `read` into the
+  // worker's staging slot, committed only when every chunk decoded (size,
+  // order, CRC), the gradient is finite and, in a PushPull step, the pull
+  // request is there and names the pushing worker; anything else commits
+  // nothing. `pull` null: the push is the whole stream (Push, Initialize).
+  // Otherwise (PushPull) the push ends with the message that carries the
+  // pull request, stored in `*pull`; a duplicate push's chunks are read
+  // and dropped up to there.
+  grpc::Status ReceivePush(absl::StatusOr<ReceivedFrame> first,
+                           const std::function<bool(grpc::ByteBuffer*)>& read, bool initialize,
+                           std::optional<v1::PullRequest>* pull, v1::PushResponse* resp);
+  // Waits as the pull request's mode says, then the encoded frames of the
+  // parameters it may read.
+  grpc::Status ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
+                          std::shared_ptr<const PullFrames>* out);
+  void CountSent(int worker, const PullFrames& frames);
 
   PsShard& shard_;
   const std::string token_;

@@ -5,6 +5,9 @@
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/method_handler.h>
 
 #include <cmath>
 #include <filesystem>
@@ -26,11 +29,57 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kParams = 1000;
 
-// One shard served on an ephemeral loopback port.
+// The service as servers were before PushPull: every other method of
+// PsService, registered the same way.
+class ServiceWithoutPushPull final : public grpc::Service {
+ public:
+  explicit ServiceWithoutPushPull(PsService& ps) {
+    using grpc::internal::RpcMethod;
+    using grpc::internal::RpcServiceMethod;
+    using Reader = grpc::ServerReader<grpc::ByteBuffer>;
+    using Writer = grpc::ServerWriter<grpc::ByteBuffer>;
+    AddMethod(new RpcServiceMethod(
+        kPsRegisterMethod, RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<PsService, v1::RegisterRequest, v1::RegisterResponse>(
+            [](PsService* p, grpc::ServerContext* c, const v1::RegisterRequest* q,
+               v1::RegisterResponse* r) { return p->Register(c, q, r); },
+            &ps)));
+    AddMethod(new RpcServiceMethod(
+        kPsInitializeMethod, RpcMethod::CLIENT_STREAMING,
+        new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
+            [](PsService* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
+              return p->Initialize(c, r, resp);
+            },
+            &ps)));
+    AddMethod(new RpcServiceMethod(
+        kPsPushMethod, RpcMethod::CLIENT_STREAMING,
+        new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
+            [](PsService* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
+              return p->Push(c, r, resp);
+            },
+            &ps)));
+    AddMethod(new RpcServiceMethod(
+        kPsPullMethod, RpcMethod::SERVER_STREAMING,
+        new grpc::internal::ServerStreamingHandler<PsService, v1::PullRequest, grpc::ByteBuffer>(
+            [](PsService* p, grpc::ServerContext* c, const v1::PullRequest* q, Writer* w) {
+              return p->Pull(c, q, w);
+            },
+            &ps)));
+    AddMethod(new RpcServiceMethod(
+        kPsDoneMethod, RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<PsService, v1::DoneRequest, v1::DoneResponse>(
+            [](PsService* p, grpc::ServerContext* c, const v1::DoneRequest* q,
+               v1::DoneResponse* r) { return p->Done(c, q, r); },
+            &ps)));
+  }
+};
+
+// One shard served on an ephemeral loopback port; `push_pull` false serves
+// it without the PushPull method (a server from before it).
 class TestShard {
  public:
   TestShard(int index, int num_shards, const std::string& mode, const std::string& token,
-            const std::string& checkpoint_dir = "") {
+            const std::string& checkpoint_dir = "", bool push_pull = true) {
     PsShardOptions o;
     o.shard_index = index;
     o.num_shards = num_shards;
@@ -45,7 +94,12 @@ class TestShard {
     service_ = std::make_unique<PsService>(*shard_, token);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(service_.get());
+    if (push_pull) {
+      b.RegisterService(service_.get());
+    } else {
+      old_service_ = std::make_unique<ServiceWithoutPushPull>(*service_);
+      b.RegisterService(old_service_.get());
+    }
     server_ = b.BuildAndStart();
   }
   ~TestShard() {
@@ -59,6 +113,7 @@ class TestShard {
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
   std::unique_ptr<PsService> service_;
+  std::unique_ptr<ServiceWithoutPushPull> old_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -162,9 +217,9 @@ TEST(PsService, ServesTheMethodsTheProtoDeclares) {
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
           "kubetrain.v1.ParameterServer");
   ASSERT_NE(d, nullptr);
-  const std::vector<std::string> ours = {
-      kPsRegisterMethod, kPsInitializeMethod, kPsPushMethod,     kPsPullMethod,
-      kPsDoneMethod,     kPsCheckpointMethod, kPsGetStatusMethod};
+  const std::vector<std::string> ours = {kPsRegisterMethod,   kPsInitializeMethod, kPsPushMethod,
+                                         kPsPullMethod,       kPsPushPullMethod,   kPsDoneMethod,
+                                         kPsCheckpointMethod, kPsGetStatusMethod};
   std::vector<std::string> declared;
   for (int i = 0; i < d->method_count(); ++i) {
     declared.push_back("/" + d->full_name() + "/" + d->method(i)->name());
@@ -235,6 +290,250 @@ TEST(PsService, ClientsOnTheGeneratedStubsInteroperate) {
   ASSERT_TRUE(r->Finish().ok());
   ASSERT_EQ(covered, kParams);
   for (int64_t i = 0; i < kParams; ++i) EXPECT_FLOAT_EQ(out[i], init[i] - 0.5f * g[i]) << i;
+}
+
+v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t incarnation) {
+  v1::PullRequest r;
+  r.set_worker(worker);
+  r.set_min_step(min_step);
+  r.set_clock(clock);
+  r.set_incarnation(incarnation);
+  return r;
+}
+
+// Sync steps of two workers, each on its own PushPull stream kept open from
+// step to step: every step's pull waits for both gradients and returns
+// their average applied.
+TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
+  TestShard ps(0, 1, "sync", "t");
+  PsShardClient c0("ps-0", ps.address(), "t"), c1("ps-0", ps.address(), "t");
+  const uint64_t inc = c0.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  ASSERT_TRUE(c1.Register(Reg(1), std::chrono::seconds(5)).ok());
+  std::vector<float> init(kParams), p0(kParams), p1(kParams);
+  for (int64_t i = 0; i < kParams; ++i) init[i] = static_cast<float>(i);
+  ASSERT_TRUE(c0.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  const std::vector<float> g0(kParams, 1.0f), g1(kParams, 3.0f);
+  for (int64_t step = 0; step < 3; ++step) {
+    absl::StatusOr<PullReply> r1;
+    bool pushed1 = false;
+    std::thread t([&] {
+      r1 = c1.PushPull(Header(1, step, inc), g1, PullFor(1, step + 1, step + 1, inc), p1, 0,
+                       v1::WIRE_DTYPE_F32, &pushed1);
+    });
+    bool pushed0 = false;
+    absl::StatusOr<PullReply> r0 =
+        c0.PushPull(Header(0, step, inc), g0, PullFor(0, step + 1, step + 1, inc), p0, 0,
+                    v1::WIRE_DTYPE_F32, &pushed0);
+    t.join();
+    ASSERT_TRUE(r0.ok()) << r0.status();
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    EXPECT_TRUE(pushed0 && pushed1);
+    EXPECT_EQ(r0->global_step, step + 1);
+    EXPECT_EQ(r1->global_step, step + 1);
+    EXPECT_EQ(r0->incarnation, inc);
+    // lr 0.5 times the mean gradient 2: one per step.
+    for (int64_t i = 0; i < kParams; ++i) {
+      ASSERT_FLOAT_EQ(p0[i], init[i] - static_cast<float>(step + 1)) << i;
+    }
+    EXPECT_EQ(p1, p0);
+  }
+  EXPECT_EQ(ps.shard().Status().applied_pushes(), 3);
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 0);
+  c0.ClosePushPull();
+  c1.ClosePushPull();
+}
+
+// A bad step on a PushPull stream ends the stream with the error Push would
+// give and commits nothing; the worker's next stream works. Covers a NaN
+// gradient, a short push (the pull request, which ends a step's push, came
+// before the range was covered), a pull for another worker, a stale
+// incarnation and a duplicate of an accepted step (dropped, still answered).
+TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  const std::vector<float> init(kParams, 1.0f), g(kParams, 0.5f);
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  std::vector<float> out(kParams, -7.0f);
+  bool pushed = true;
+
+  std::vector<float> nan = g;
+  nan[17] = std::nanf("");
+  absl::StatusOr<PullReply> r = c.PushPull(Header(0, 0, inc), nan, PullFor(0, 0, 1, inc), out, 0,
+                                           v1::WIRE_DTYPE_F32, &pushed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("1 NaN/Inf values"));
+  EXPECT_FALSE(pushed);
+
+  r = c.PushPull(Header(0, 0, inc), std::span<const float>(g).first(900), PullFor(0, 0, 1, inc),
+                 out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("push covers 900 of the 1000"));
+
+  r = c.PushPull(Header(0, 0, inc), g, PullFor(1, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("PushPull step of worker 0 asks to pull for worker 1"));
+
+  r = c.PushPull(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
+                 &pushed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("re-register"));
+
+  EXPECT_EQ(ps.shard().Status().global_step(), 0);
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 3);
+  EXPECT_EQ(out, std::vector<float>(kParams, -7.0f)) << "nothing was pulled";
+
+  // A good step, then the same step again on the same stream: the repeat is
+  // dropped as stale (async: the worker's clock moved on) and still pulls.
+  r = c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(pushed);
+  EXPECT_EQ(r->global_step, 1);
+  EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
+  r = c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step, 1);
+  EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
+  EXPECT_EQ(ps.shard().Status().stale_pushes(), 1);
+  EXPECT_EQ(ps.shard().Status().applied_pushes(), 1);
+}
+
+// A step larger than one chunk: the push spans several messages (the pull
+// request on the last), and so does the pull.
+TEST(PsService, PushPullStepsSpanSeveralChunks) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const int64_t n = 2 * kChunkElements + 123;
+  v1::RegisterRequest reg;
+  reg.set_worker(0);
+  reg.set_num_params(static_cast<uint64_t>(n));
+  const uint64_t inc = c.Register(reg, std::chrono::seconds(5))->incarnation();
+  std::vector<float> init(n), g(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    init[i] = static_cast<float>(i % 1000);
+    g[i] = static_cast<float>(i % 3);
+  }
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  for (int64_t step = 0; step < 2; ++step) {
+    bool pushed = false;
+    absl::StatusOr<PullReply> r = c.PushPull(Header(0, step, inc), g, PullFor(0, 0, step + 1, inc),
+                                             out, 0, v1::WIRE_DTYPE_F32, &pushed);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->global_step, step + 1);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_FLOAT_EQ(out[i], init[i] - 0.5f * static_cast<float>(step + 1) * g[i]) << i;
+    }
+  }
+  EXPECT_EQ(ps.shard().Status().applied_pushes(), 2);
+}
+
+// A PushPull stream from the generated stubs: a corrupt chunk in a two-chunk
+// push is refused whole (the step before it stays applied, nothing of the
+// bad step is), and a step whose header message has no pull request waits
+// for the message that has it.
+TEST(PsService, PushPullFromTheGeneratedStubsAndACorruptChunk) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  std::vector<float> init(kParams), g(kParams);
+  for (int64_t i = 0; i < kParams; ++i) {
+    init[i] = static_cast<float>(i);
+    g[i] = 0.25f * static_cast<float>(i % 7);
+  }
+  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  std::unique_ptr<v1::ParameterServer::Stub> stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(ps.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::PushMessage, v1::PullMessage>> stream =
+      stub->PushPull(&ctx);
+  // A step in two messages: the header with 600 values, then the rest with
+  // the pull request.
+  auto step = [&](int64_t clock, bool corrupt) {
+    v1::PushMessage m;
+    *m.mutable_header() = Header(0, clock, inc);
+    EncodeChunk(std::span<const float>(g).first(600), 0, v1::WIRE_DTYPE_F32, m.mutable_chunk());
+    ASSERT_TRUE(stream->Write(m));
+    m.clear_header();
+    EncodeChunk(std::span<const float>(g).subspan(600), 600, v1::WIRE_DTYPE_F32, m.mutable_chunk());
+    if (corrupt) (*m.mutable_chunk()->mutable_data())[100] ^= 0x01;
+    *m.mutable_pull() = PullFor(0, 0, clock + 1, inc);
+    ASSERT_TRUE(stream->Write(m));
+  };
+  step(0, /*corrupt=*/false);
+  v1::PullMessage m;
+  std::vector<float> out(kParams);
+  int64_t covered = 0;
+  while (covered < kParams && stream->Read(&m)) {
+    if (covered == 0) {
+      EXPECT_EQ(m.global_step(), 1);
+    }
+    const int64_t len = static_cast<int64_t>(m.chunk().range().length());
+    ASSERT_EQ(static_cast<int64_t>(m.chunk().range().offset()), covered);
+    ASSERT_TRUE(DecodeChunk(m.chunk(), std::span<float>(out).subspan(covered, len)).ok());
+    covered += len;
+  }
+  ASSERT_EQ(covered, kParams);
+  for (int64_t i = 0; i < kParams; ++i) EXPECT_FLOAT_EQ(out[i], init[i] - 0.5f * g[i]) << i;
+
+  step(1, /*corrupt=*/true);
+  EXPECT_FALSE(stream->Read(&m));
+  stream->WritesDone();
+  const grpc::Status st = stream->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_THAT(st.error_message(), HasSubstr("chunk at offset 600 failed its checksum"));
+  EXPECT_EQ(ps.shard().Status().global_step(), 1);
+  EXPECT_EQ(ps.shard().Status().rejected_pushes(), 1);
+  v1::PullRequest pr;
+  pr.set_worker(0);
+  ASSERT_TRUE(c.Pull(pr, out, 0).ok());
+  for (int64_t i = 0; i < kParams; ++i) EXPECT_FLOAT_EQ(out[i], init[i] - 0.5f * g[i]) << i;
+}
+
+// A worker whose parameter server predates PushPull pushes and pulls with
+// the two calls instead, with the same result.
+TEST(PsExchange, FallsBackToPushThenPullWithoutPushPull) {
+  std::vector<std::string> logs;
+  for (bool push_pull : {true, false}) {
+    TestShard ps(0, 1, "sync", "", "", push_pull);
+    RealClock clock;
+    PsExchangeOptions o;
+    o.ps_addresses = {ps.address()};
+    o.initializer = true;
+    o.peer_timeout_seconds = 10;
+    o.total_steps = 10;
+    PsExchangeOptions o1 = o;
+    o1.worker = 1;
+    o1.initializer = false;
+    PsExchange w0(o, clock, [&](const std::string& l) { logs.push_back(l); });
+    PsExchange w1(o1, clock, [](const std::string&) {});
+    std::vector<float> p0(kParams, 2.0f), p1(kParams), g(kParams, 1.0f);
+    absl::StatusOr<int64_t> s1;
+    std::thread t([&] { s1 = w1.Start(p1); });
+    ASSERT_EQ(*w0.Start(p0), 0);
+    t.join();
+    ASSERT_TRUE(s1.ok()) << s1.status();
+    for (int64_t step = 0; step < 2; ++step) {
+      absl::StatusOr<int64_t> n1;
+      std::thread t2([&] { n1 = w1.Step(step, g, p1); });
+      absl::StatusOr<int64_t> n0 = w0.Step(step, g, p0);
+      t2.join();
+      ASSERT_TRUE(n0.ok()) << n0.status();
+      ASSERT_TRUE(n1.ok()) << n1.status();
+      EXPECT_EQ(*n0, step + 1);
+      EXPECT_EQ(*n1, step + 1);
+    }
+    EXPECT_EQ(p0, p1);
+    EXPECT_FLOAT_EQ(p0[0], 2.0f - 2 * 0.5f);
+    ASSERT_TRUE(w0.Finish().ok());
+    ASSERT_TRUE(w1.Finish().ok());
+    EXPECT_EQ(ps.shard().Status().applied_pushes(), 2);
+    EXPECT_EQ(ps.shard().Status().workers_done(), 2);
+    const bool fell_back = std::any_of(logs.begin(), logs.end(), [](const std::string& l) {
+      return l.find("has no PushPull") != std::string::npos;
+    });
+    EXPECT_EQ(fell_back, !push_pull);
+  }
 }
 
 TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
