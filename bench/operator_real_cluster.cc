@@ -80,8 +80,20 @@ class CountingTransport final : public kube::HttpTransport {
   explicit CountingTransport(std::unique_ptr<kube::HttpTransport> inner)
       : inner_(std::move(inner)) {}
   absl::StatusOr<kube::HttpResponse> Send(const kube::HttpRequest& request) override {
-    Count(request.method, request.target);
-    return inner_->Send(request);
+    const std::string what = Count(request.method, request.target);
+    absl::StatusOr<kube::HttpResponse> response = inner_->Send(request);
+    // Answers other than 2xx, by request ("POST pods -> 409"): retries and
+    // AlreadyExists show here.
+    if (!response.ok() || response->status / 100 != 2) {
+      absl::MutexLock lock(&mu_);
+      ++answers_[absl::StrCat(
+          what, " -> ", response.ok() ? absl::StrCat(response->status) : std::string("no answer"))];
+    }
+    return response;
+  }
+  std::map<std::string, int64_t> Answers() const {
+    absl::MutexLock lock(&mu_);
+    return answers_;
   }
   absl::StatusOr<kube::StreamResponse> OpenStream(const kube::HttpRequest& request,
                                                   absl::Duration idle_timeout) override {
@@ -96,7 +108,7 @@ class CountingTransport final : public kube::HttpTransport {
   }
 
  private:
-  void Count(const std::string& method, const std::string& target) {
+  std::string Count(const std::string& method, const std::string& target) {
     std::vector<std::string> parts =
         absl::StrSplit(std::string(target.substr(0, target.find('?'))), '/', absl::SkipEmpty());
     std::string what;
@@ -109,13 +121,16 @@ class CountingTransport final : public kube::HttpTransport {
     } else {
       what = parts.empty() ? "/" : parts.back();
     }
+    std::string key = absl::StrCat(method, " ", what);
     absl::MutexLock lock(&mu_);
-    ++counts_[absl::StrCat(method, " ", what)];
+    ++counts_[key];
+    return key;
   }
 
   const std::unique_ptr<kube::HttpTransport> inner_;
   mutable absl::Mutex mu_;
   std::map<std::string, int64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> answers_ ABSL_GUARDED_BY(mu_);
 };
 
 class QueueLatencies final : public kube::WorkQueueObserver {
@@ -483,6 +498,9 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, int act
               static_cast<long long>(total), static_cast<double>(total) / o.jobs,
               per_job("PUT trainingjobs/status"));
   std::printf("%s", breakdown.c_str());
+  for (const auto& [what, n] : counts->Answers()) {
+    std::printf("    answered %s: %lld\n", what.c_str(), static_cast<long long>(n));
+  }
   PrintServerRequests(server_delta, o.jobs, "POST trainingjobs");
   std::printf("  client throttle: %lld requests waited, %.2f s in all\n",
               static_cast<long long>(throttle->throttled()),
