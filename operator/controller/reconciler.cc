@@ -102,7 +102,10 @@ std::string ServiceExpectationKey(const std::string& job_key) {
 struct Reconciler::Pass {
   const ReconcilerDeps& d;
   const std::string key;
-  kube::Json job_json;
+  // The cached job the pass decides from: shared with the cache (objects
+  // there are immutable), not copied.
+  const ObjectPtr job_object;
+  const kube::Json& job_json;
   api::TrainingJob job;
   kube::Json status;
   kube::Json original_status;
@@ -134,7 +137,8 @@ struct Reconciler::Pass {
 
   void OnWritten(std::function<void()> f) { on_written.push_back(std::move(f)); }
 
-  Pass(const ReconcilerDeps& deps, std::string k) : d(deps), key(std::move(k)) {}
+  Pass(const ReconcilerDeps& deps, std::string k, ObjectPtr job)
+      : d(deps), key(std::move(k)), job_object(std::move(job)), job_json(*job_object) {}
 
   void Requeue(absl::Duration after) {
     after = std::max(after, absl::Milliseconds(10));
@@ -642,9 +646,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     return ReconcileResult{std::nullopt, /*acting=*/true};
   }
 
-  auto pass = std::make_shared<Pass>(deps_, job_key);
+  auto pass = std::make_shared<Pass>(deps_, job_key, cached);
   Pass& p = *pass;
-  p.job_json = *cached;
   p.ns = kube::Namespace(p.job_json);
   p.name = kube::Name(p.job_json);
   p.uid = kube::Uid(p.job_json);
@@ -760,6 +763,7 @@ absl::StatusOr<ReconcileResult> Reconciler::Dispatch(const std::shared_ptr<Pass>
   // The pass lives on in the plan until its requests are done; the cached
   // objects it decided from are not needed for them: let the caches' newer
   // versions replace them while the plan waits for a thread.
+  p.original_status = kube::Json();
   p.pods.clear();
   p.services.clear();
   p.stray_pods.clear();
