@@ -152,6 +152,12 @@ class QueueLatencies final : public kube::WorkQueueObserver {
 // How long the passes' requests waited for a runner thread and took.
 class PlanTimes final : public controller::ActionObserver {
  public:
+  void OnSubmit() override { ++submitted_; }
+  // Every plan submitted so far has finished.
+  bool Idle() const {
+    absl::MutexLock lock(&mu_);
+    return submitted_.load() == static_cast<int64_t>(ran_.size());
+  }
   void OnPlan(absl::Duration waited, absl::Duration ran, bool error) override {
     absl::MutexLock lock(&mu_);
     waited_.push_back(absl::ToDoubleSeconds(waited));
@@ -169,6 +175,7 @@ class PlanTimes final : public controller::ActionObserver {
   }
 
  private:
+  std::atomic<int64_t> submitted_{0};
   mutable absl::Mutex mu_;
   std::vector<double> waited_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ran_ ABSL_GUARDED_BY(mu_);
@@ -458,9 +465,10 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, int act
                 [&](int i) { return MakeTrainingJob(target->ns(), i, o.service_mode); });
   result.creates_s = Since(t0);
   result.pods_s = watcher.WaitFor(want, t0, absl::Minutes(15));
-  // Settled: no reconcile for 2 s (status writes and events of the last pods).
+  // Settled: no reconcile for 2 s and no plan of requests left (status
+  // writes and events of the last pods).
   const auto settle0 = SteadyClock::now();
-  while (metrics.SecondsSinceLastReconcile() < 2.0 && Since(settle0) < 120) {
+  while ((metrics.SecondsSinceLastReconcile() < 2.0 || !plans.Idle()) && Since(settle0) < 300) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   const double settled_s = Since(t0) - 2.0;
@@ -479,7 +487,9 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, int act
       workers, action_threads, action_threads == 0 ? " (workers send the requests)" : "",
       o.throttle.qps, o.throttle.burst, o.service_mode.c_str());
   PrintPods("TrainingJobs (1 PS + 3 Workers)", want, result);
-  std::printf("  queue drained (last reconcile) %.2f s after the first create\n", settled_s);
+  std::printf(
+      "  settled (last reconcile, every plan of requests done) %.2f s after the first create\n",
+      settled_s);
   int64_t total = 0;
   std::string breakdown;
   for (const auto& [what, n] : after) {

@@ -18,13 +18,17 @@ ActionRunner::ActionRunner(int threads, Done done, const Clock& clock, ActionObs
 ActionRunner::~ActionRunner() { Stop(); }
 
 absl::Status ActionRunner::Submit(const std::string& key, Plan plan) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::CancelledError("action runner stopped");
-  if (busy_.contains(key)) {
-    return absl::FailedPreconditionError(absl::StrCat(key, " already has a plan in flight"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("action runner stopped");
+    if (busy_.contains(key)) {
+      return absl::FailedPreconditionError(absl::StrCat(key, " already has a plan in flight"));
+    }
+    busy_[key] = false;
+    // Counted before a thread can take it (and report it done).
+    if (observer_ != nullptr) observer_->OnSubmit();
+    queue_.push_back(Item{key, std::move(plan), clock_.NowNanos()});
   }
-  busy_[key] = false;
-  queue_.push_back(Item{key, std::move(plan), clock_.NowNanos()});
   return absl::OkStatus();
 }
 

@@ -30,10 +30,13 @@
 
 namespace kubetrain::controller {
 
-// How long plans waited for a thread and how long they ran (benchmarks).
+// Plans queued, and how long they waited for a thread and ran (benchmarks,
+// tests waiting for the requests to be done).
 class ActionObserver {
  public:
   virtual ~ActionObserver() = default;
+  // A plan was queued (called by Submit, before it returns).
+  virtual void OnSubmit() {}
   // Called on the runner's thread once a plan is done.
   virtual void OnPlan(absl::Duration waited, absl::Duration ran, bool error) = 0;
 };

@@ -600,8 +600,8 @@ struct Reconciler::Pass {
   // means the cache was stale: the pass is not replayed onto the newer
   // object (counters derived from stale state would overwrite fresh ones);
   // the key is requeued and recomputed from the updated cache.
+  // Dispatch has dropped the write when the status did not change.
   absl::Status WriteStatus() {
-    if (status == original_status) return absl::OkStatus();
     status["lastReconcileTime"] = now_str;
     kube::Json object = job_json;
     object["status"] = status;
@@ -752,6 +752,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
 absl::StatusOr<ReconcileResult> Reconciler::Dispatch(const std::shared_ptr<Pass>& pass,
                                                      ReconcileResult result) {
   Pass& p = *pass;
+  // An unchanged status is not written.
+  if (p.status == p.original_status) p.write_status = false;
   if (p.steps.empty() && p.service_creates.empty() && p.pod_creates.empty() && !p.write_status) {
     return result;
   }

@@ -509,9 +509,31 @@ TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {
   const int reconciles = metrics_.Get("reconciles");
   StartController();
   // Its first pass over the job (level-triggered: every cached job is queued
-  // at start) has finished.
+  // at start) has finished, and so have the requests it decided on.
   ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
   EXPECT_EQ(target_->emulator()->RequestCount("POST", "/pods"), creates);
+}
+
+TEST_F(ControllerTest, AnUnchangedStatusIsNotWrittenAgain) {
+  KT_REQUIRE_EMULATOR(target_);
+  StartController();
+  CreateJob(MakeJob("calm", 1, 1));
+  ASSERT_TRUE(WaitForPods("calm", 2));
+  SetAllRunning("calm");
+  ASSERT_TRUE(WaitForCondition("calm", kCondRunning));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
+  const int writes = target_->emulator()->RequestCount("PUT", "/trainingjobs/calm/status");
+  // An event that changes nothing the status shows: a pass runs, decides
+  // the same status, and writes nothing.
+  const int reconciles = metrics_.Get("reconciles");
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kPods, ns(), "calm-worker-0",
+                              Json{{"metadata", {{"labels", {{"touched", "yes"}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
+  EXPECT_EQ(target_->emulator()->RequestCount("PUT", "/trainingjobs/calm/status"), writes);
 }
 
 // Holds the pod creates it sees until Open().
