@@ -341,6 +341,12 @@ int main(int argc, char** argv) {
       real.throttle.qps = std::atof(v);
     } else if (const char* v = value("--kube-api-burst=")) {
       real.throttle.burst = std::atoi(v);
+    } else if (const char* v = value("--action-threads=")) {
+      real.action_threads.clear();
+      for (absl::string_view t : absl::StrSplit(v, ',')) {
+        int n = 0;
+        if (absl::SimpleAtoi(t, &n)) real.action_threads.push_back(n);
+      }
     } else if (const char* v = value("--service-mode=")) {
       real.service_mode = v;
     } else if (a == "--no-job-controller") {
@@ -357,7 +363,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--jobs=500] [--workers=4,16] [--create-threads=8] "
                    "[--operator-binary=PATH] [--real-cluster [--kube-api-qps=20] "
-                   "[--kube-api-burst=30] [--service-mode=PerReplica|PerJob] "
+                   "[--kube-api-burst=30] [--action-threads=16] "
+                   "[--service-mode=PerReplica|PerJob] "
                    "[--no-job-controller] [--no-in-process] [--binary-without-rate-limit] "
                    "[--keep-namespaces] "
                    "[--kcm-rate-limit=TEXT]]\n",

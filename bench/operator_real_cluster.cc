@@ -80,8 +80,20 @@ class CountingTransport final : public kube::HttpTransport {
   explicit CountingTransport(std::unique_ptr<kube::HttpTransport> inner)
       : inner_(std::move(inner)) {}
   absl::StatusOr<kube::HttpResponse> Send(const kube::HttpRequest& request) override {
-    Count(request.method, request.target);
-    return inner_->Send(request);
+    const std::string what = Count(request.method, request.target);
+    absl::StatusOr<kube::HttpResponse> response = inner_->Send(request);
+    // Answers other than 2xx, by request ("POST pods -> 409"): retries and
+    // AlreadyExists show here.
+    if (!response.ok() || response->status / 100 != 2) {
+      absl::MutexLock lock(&mu_);
+      ++answers_[absl::StrCat(
+          what, " -> ", response.ok() ? absl::StrCat(response->status) : std::string("no answer"))];
+    }
+    return response;
+  }
+  std::map<std::string, int64_t> Answers() const {
+    absl::MutexLock lock(&mu_);
+    return answers_;
   }
   absl::StatusOr<kube::StreamResponse> OpenStream(const kube::HttpRequest& request,
                                                   absl::Duration idle_timeout) override {
@@ -96,7 +108,7 @@ class CountingTransport final : public kube::HttpTransport {
   }
 
  private:
-  void Count(const std::string& method, const std::string& target) {
+  std::string Count(const std::string& method, const std::string& target) {
     std::vector<std::string> parts =
         absl::StrSplit(std::string(target.substr(0, target.find('?'))), '/', absl::SkipEmpty());
     std::string what;
@@ -109,13 +121,16 @@ class CountingTransport final : public kube::HttpTransport {
     } else {
       what = parts.empty() ? "/" : parts.back();
     }
+    std::string key = absl::StrCat(method, " ", what);
     absl::MutexLock lock(&mu_);
-    ++counts_[absl::StrCat(method, " ", what)];
+    ++counts_[key];
+    return key;
   }
 
   const std::unique_ptr<kube::HttpTransport> inner_;
   mutable absl::Mutex mu_;
   std::map<std::string, int64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> answers_ ABSL_GUARDED_BY(mu_);
 };
 
 class QueueLatencies final : public kube::WorkQueueObserver {
@@ -132,6 +147,39 @@ class QueueLatencies final : public kube::WorkQueueObserver {
  private:
   mutable absl::Mutex mu_;
   std::vector<double> seconds_ ABSL_GUARDED_BY(mu_);
+};
+
+// How long the passes' requests waited for a runner thread and took.
+class PlanTimes final : public controller::ActionObserver {
+ public:
+  void OnSubmit() override { ++submitted_; }
+  // Every plan submitted so far has finished.
+  bool Idle() const {
+    absl::MutexLock lock(&mu_);
+    return submitted_.load() == static_cast<int64_t>(ran_.size());
+  }
+  void OnPlan(absl::Duration waited, absl::Duration ran, bool error) override {
+    absl::MutexLock lock(&mu_);
+    waited_.push_back(absl::ToDoubleSeconds(waited));
+    ran_.push_back(absl::ToDoubleSeconds(ran));
+    if (error) ++errors_;
+  }
+  void Print() const {
+    absl::MutexLock lock(&mu_);
+    if (ran_.empty()) return;
+    std::printf(
+        "  passes' requests (action runner): %zu plans (%d failed); waited for a thread mean "
+        "%.2f ms, p99 %.2f ms; ran mean %.2f ms, p50 %.2f ms, p99 %.2f ms\n",
+        ran_.size(), errors_, Mean(waited_) * 1e3, Percentile(waited_, 0.99) * 1e3,
+        Mean(ran_) * 1e3, Percentile(ran_, 0.5) * 1e3, Percentile(ran_, 0.99) * 1e3);
+  }
+
+ private:
+  std::atomic<int64_t> submitted_{0};
+  mutable absl::Mutex mu_;
+  std::vector<double> waited_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> ran_ ABSL_GUARDED_BY(mu_);
+  int errors_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Counts the pods of a namespace as the server reports them (a watch), the
@@ -367,7 +415,8 @@ void PrintPods(const char* who, int want, const RunResult& r) {
 }
 
 // Our controller in this process, its client counted and throttled.
-RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespaces* done) {
+RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, int action_threads,
+                               Namespaces* done) {
   const int want = o.jobs * 4;
   RunResult result;
   std::unique_ptr<testing::KubeTestTarget> target = FreshNamespace();
@@ -389,12 +438,15 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespa
 
   RecordingMetrics metrics;
   QueueLatencies queue;
+  PlanTimes plans;
   kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kError);
   controller::ControllerOptions options;
   options.watch_namespace = target->ns();
   options.workers = workers;
   options.progress_interval = absl::ZeroDuration();
   options.queue_observer = &queue;
+  options.action_threads = action_threads;
+  options.action_observer = &plans;
   auto ctrl = std::make_unique<controller::TrainingJobController>(client, options, &metrics, clock,
                                                                   &logger);
   if (absl::Status s = ctrl->Start(); !s.ok()) {
@@ -413,9 +465,10 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespa
                 [&](int i) { return MakeTrainingJob(target->ns(), i, o.service_mode); });
   result.creates_s = Since(t0);
   result.pods_s = watcher.WaitFor(want, t0, absl::Minutes(15));
-  // Settled: no reconcile for 2 s (status writes and events of the last pods).
+  // Settled: no reconcile for 2 s and no plan of requests left (status
+  // writes and events of the last pods).
   const auto settle0 = SteadyClock::now();
-  while (metrics.SecondsSinceLastReconcile() < 2.0 && Since(settle0) < 120) {
+  while ((metrics.SecondsSinceLastReconcile() < 2.0 || !plans.Idle()) && Since(settle0) < 300) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   const double settled_s = Since(t0) - 2.0;
@@ -429,11 +482,14 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespa
   ctrl.reset();
 
   std::printf(
-      "kubetrain controller in process: --workers=%d --kube-api-qps=%g --kube-api-burst=%d "
-      "serviceMode=%s\n",
-      workers, o.throttle.qps, o.throttle.burst, o.service_mode.c_str());
+      "kubetrain controller in process: --workers=%d action threads %d%s --kube-api-qps=%g "
+      "--kube-api-burst=%d serviceMode=%s\n",
+      workers, action_threads, action_threads == 0 ? " (workers send the requests)" : "",
+      o.throttle.qps, o.throttle.burst, o.service_mode.c_str());
   PrintPods("TrainingJobs (1 PS + 3 Workers)", want, result);
-  std::printf("  queue drained (last reconcile) %.2f s after the first create\n", settled_s);
+  std::printf(
+      "  settled (last reconcile, every plan of requests done) %.2f s after the first create\n",
+      settled_s);
   int64_t total = 0;
   std::string breakdown;
   for (const auto& [what, n] : after) {
@@ -452,6 +508,9 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespa
               static_cast<long long>(total), static_cast<double>(total) / o.jobs,
               per_job("PUT trainingjobs/status"));
   std::printf("%s", breakdown.c_str());
+  for (const auto& [what, n] : counts->Answers()) {
+    std::printf("    answered %s: %lld\n", what.c_str(), static_cast<long long>(n));
+  }
   PrintServerRequests(server_delta, o.jobs, "POST trainingjobs");
   std::printf("  client throttle: %lld requests waited, %.2f s in all\n",
               static_cast<long long>(throttle->throttled()),
@@ -459,9 +518,13 @@ RunResult RunOperatorInProcess(const RealClusterOptions& o, int workers, Namespa
   std::printf("  queue wait: mean %.2f ms, p50 %.2f ms, p99 %.2f ms (%zu hand-outs)\n",
               Mean(waits) * 1e3, Percentile(waits, 0.5) * 1e3, Percentile(waits, 0.99) * 1e3,
               waits.size());
-  std::printf("  reconcile: %zu (%d errors), mean %.2f ms, p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              lat.size(), errors, Mean(lat) * 1e3, Percentile(lat, 0.5) * 1e3,
-              Percentile(lat, 0.99) * 1e3, Percentile(lat, 1.0) * 1e3);
+  std::printf(
+      "  reconcile (Reconcile()'s run time%s): %zu (%d errors), mean %.2f ms, p50 %.2f ms, p99 "
+      "%.2f ms, max %.2f ms\n",
+      action_threads == 0 ? ", its requests included" : ": reading caches, deciding, handing over",
+      lat.size(), errors, Mean(lat) * 1e3, Percentile(lat, 0.5) * 1e3, Percentile(lat, 0.99) * 1e3,
+      Percentile(lat, 1.0) * 1e3);
+  plans.Print();
   std::fflush(stdout);
   done->push_back(std::move(target));
   return result;
@@ -611,9 +674,12 @@ int RunRealCluster(const RealClusterOptions& o) {
   std::vector<std::pair<std::string, double>> ours;
   for (int workers : o.workers) {
     if (!o.in_process) break;
-    RunResult r = RunOperatorInProcess(o, workers, &done);
-    if (r.pods_s < 0) rc = 1;
-    ours.emplace_back(absl::StrCat("in process, --workers=", workers), r.pods_s);
+    for (int threads : o.action_threads) {
+      RunResult r = RunOperatorInProcess(o, workers, threads, &done);
+      if (r.pods_s < 0) rc = 1;
+      ours.emplace_back(
+          absl::StrCat("in process, --workers=", workers, ", action threads ", threads), r.pods_s);
+    }
   }
   RunResult jobs;
   if (o.job_controller) {

@@ -15,6 +15,9 @@ namespace kubetrain::bench {
 struct RealClusterOptions {
   int jobs = 500;
   std::vector<int> workers = {4};  // the operator's --workers, one run each
+  // ControllerOptions::action_threads of the in-process runs, one run each
+  // (x workers); 0: the workers send a pass's requests themselves.
+  std::vector<int> action_threads = {16};
   kube::ThrottleOptions throttle;  // the operator's --kube-api-qps/--kube-api-burst
   std::string service_mode = "PerReplica";
   int create_threads = 8;  // clients creating the jobs

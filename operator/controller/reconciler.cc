@@ -102,7 +102,10 @@ std::string ServiceExpectationKey(const std::string& job_key) {
 struct Reconciler::Pass {
   const ReconcilerDeps& d;
   const std::string key;
-  kube::Json job_json;
+  // The cached job the pass decides from: shared with the cache (objects
+  // there are immutable), not copied.
+  const ObjectPtr job_object;
+  const kube::Json& job_json;
   api::TrainingJob job;
   kube::Json status;
   kube::Json original_status;
@@ -124,10 +127,18 @@ struct Reconciler::Pass {
   // Reported once the status that records them is written: a pass on a
   // stale cache that loses the write must not count a transition again.
   std::vector<std::function<void()>> on_written;
+  // The requests the pass decided on, for Act().
+  std::vector<std::function<absl::Status()>> steps;
+  std::vector<std::function<absl::Status()>> service_creates;
+  std::vector<std::function<absl::Status()>> pod_creates;
+  std::set<std::string> expected_services;  // the names of service_creates
+  std::set<std::string> expected_pods;      // the names of pod_creates
+  bool write_status = false;
 
   void OnWritten(std::function<void()> f) { on_written.push_back(std::move(f)); }
 
-  Pass(const ReconcilerDeps& deps, std::string k) : d(deps), key(std::move(k)) {}
+  Pass(const ReconcilerDeps& deps, std::string k, ObjectPtr job)
+      : d(deps), key(std::move(k)), job_object(std::move(job)), job_json(*job_object) {}
 
   void Requeue(absl::Duration after) {
     after = std::max(after, absl::Milliseconds(10));
@@ -172,42 +183,46 @@ struct Reconciler::Pass {
     }
   }
 
-  // Deletes a pod (precondition: its uid, so a newer pod of the same name is
-  // never hit). NotFound counts as done.
-  absl::Status DeletePod(const ObjectPtr& pod, const std::string& why) {
+  // Plans the deletion of a pod (precondition: its uid, so a newer pod of
+  // the same name is never hit), expected from now on. NotFound counts as
+  // done.
+  void PlanDeletePod(const ObjectPtr& pod, const std::string& why) {
     const std::string pod_uid = kube::Uid(*pod);
+    const std::string pod_name = kube::Name(*pod);
     d.expectations->ExpectDeletions(PodExpectationKey(key), {pod_uid});
-    kube::DeleteOptions options;
-    options.precondition_uid = pod_uid;
-    options.propagation_policy = "Background";
-    absl::StatusOr<kube::Json> deleted =
-        d.client->Delete(kube::kPods, ns, kube::Name(*pod), options);
-    if (!deleted.ok()) {
-      d.expectations->DeletionObserved(PodExpectationKey(key), pod_uid);
-      if (absl::IsNotFound(deleted.status()) || kube::IsConflict(deleted.status())) {
-        return absl::OkStatus();
+    steps.push_back([this, pod_uid, pod_name, why]() -> absl::Status {
+      kube::DeleteOptions options;
+      options.precondition_uid = pod_uid;
+      options.propagation_policy = "Background";
+      absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kPods, ns, pod_name, options);
+      if (!deleted.ok()) {
+        d.expectations->DeletionObserved(PodExpectationKey(key), pod_uid);
+        if (absl::IsNotFound(deleted.status()) || kube::IsConflict(deleted.status())) {
+          return absl::OkStatus();
+        }
+        return deleted.status();
       }
-      return deleted.status();
-    }
-    Event(kEventNormal, "SuccessfulDeletePod",
-          absl::StrCat("Deleted pod: ", kube::Name(*pod), why));
-    return absl::OkStatus();
+      Event(kEventNormal, "SuccessfulDeletePod", absl::StrCat("Deleted pod: ", pod_name, why));
+      return absl::OkStatus();
+    });
   }
 
-  absl::Status DeleteService(const ObjectPtr& svc) {
-    kube::DeleteOptions options;
-    options.precondition_uid = kube::Uid(*svc);
-    absl::StatusOr<kube::Json> deleted =
-        d.client->Delete(kube::kServices, ns, kube::Name(*svc), options);
-    if (!deleted.ok() && !absl::IsNotFound(deleted.status()) &&
-        !kube::IsConflict(deleted.status())) {
-      return deleted.status();
-    }
-    if (deleted.ok()) {
-      Event(kEventNormal, "SuccessfulDeleteService",
-            absl::StrCat("Deleted service: ", kube::Name(*svc)));
-    }
-    return absl::OkStatus();
+  void PlanDeleteService(const ObjectPtr& svc) {
+    const std::string svc_uid = kube::Uid(*svc);
+    const std::string svc_name = kube::Name(*svc);
+    steps.push_back([this, svc_uid, svc_name]() -> absl::Status {
+      kube::DeleteOptions options;
+      options.precondition_uid = svc_uid;
+      absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kServices, ns, svc_name, options);
+      if (!deleted.ok() && !absl::IsNotFound(deleted.status()) &&
+          !kube::IsConflict(deleted.status())) {
+        return deleted.status();
+      }
+      if (deleted.ok()) {
+        Event(kEventNormal, "SuccessfulDeleteService", absl::StrCat("Deleted service: ", svc_name));
+      }
+      return absl::OkStatus();
+    });
   }
 
   // cleanPodPolicy after the job finished (or hit its deadline, or failed).
@@ -220,17 +235,20 @@ struct Reconciler::Pass {
       std::string phase = PodPhase(*pod);
       bool finished = phase == "Succeeded" || phase == "Failed";
       if (policy == api::CleanPodPolicy::kRunning && finished) continue;
-      Note(DeletePod(pod, " (cleanPodPolicy)"));
-      if (auto svc = services.find(k); svc != services.end()) Note(DeleteService(svc->second));
+      PlanDeletePod(pod, " (cleanPodPolicy)");
+      if (auto svc = services.find(k); svc != services.end()) PlanDeleteService(svc->second);
     }
     for (const ObjectPtr& pod : stray_pods) {
-      if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (cleanPodPolicy)"));
+      if (!kube::IsBeingDeleted(*pod)) PlanDeletePod(pod, " (cleanPodPolicy)");
     }
     if (d.pod_groups != nullptr) {
       if (ObjectPtr group = d.pod_groups->Get(kube::ObjectKey(ns, name));
           group && kube::ControllerUid(*group) == uid) {
-        absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kPodGroups, ns, name);
-        if (!deleted.ok() && !absl::IsNotFound(deleted.status())) Note(deleted.status());
+        steps.push_back([this]() -> absl::Status {
+          absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kPodGroups, ns, name);
+          if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
+          return absl::OkStatus();
+        });
       }
     }
   }
@@ -270,15 +288,15 @@ struct Reconciler::Pass {
       if (ttl.wait) Requeue(*ttl.wait);
       return false;
     }
-    kube::DeleteOptions options;
-    options.propagation_policy = "Foreground";
-    options.precondition_uid = uid;
-    absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kTrainingJobs, ns, name, options);
-    if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
-      Note(deleted.status());
-      return false;
-    }
-    Log("deleted: ttlSecondsAfterFinished passed");
+    steps.push_back([this]() -> absl::Status {
+      kube::DeleteOptions options;
+      options.propagation_policy = "Foreground";
+      options.precondition_uid = uid;
+      absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kTrainingJobs, ns, name, options);
+      if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
+      Log("deleted: ttlSecondsAfterFinished passed");
+      return absl::OkStatus();
+    });
     return true;
   }
 
@@ -329,7 +347,7 @@ struct Reconciler::Pass {
       Event(kEventWarning, "Restarting",
             absl::StrCat(DescribeFailure(f), ": restarting (policy ",
                          api::RestartPolicyName(f.policy), ")"));
-      Note(DeletePod(failed_pods[i], " (restart)"));
+      PlanDeletePod(failed_pods[i], " (restart)");
       restarting = true;
     }
     if (decision.fail.has_value()) {
@@ -345,44 +363,39 @@ struct Reconciler::Pass {
   // that is about to create pods creates it, and AlreadyExists means an
   // earlier pass did (the name is per job, with an ownerReference to it, so
   // garbage collection removes it with the job).
-  absl::Status EnsureSecret() {
-    bool pods_missing = false;
-    for (const auto& [type, spec] : job.spec.replica_specs) {
-      for (int i = 0; i < spec.Replicas(); ++i) {
-        if (!pods.count({type, i}) && !Completed(type, i)) pods_missing = true;
-      }
-    }
-    if (!pods_missing) return absl::OkStatus();
-    absl::StatusOr<kube::Json> created =
-        d.client->Create(kube::kSecrets, ns, BuildTokenSecret(job, job_json, RandomToken()));
-    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
-    return absl::OkStatus();
-  }
-
-  absl::Status EnsurePodGroup() {
-    if (d.pod_groups == nullptr || !job.spec.run_policy.scheduling_policy) {
+  void PlanSecret() {
+    steps.push_back([this]() -> absl::Status {
+      absl::StatusOr<kube::Json> created =
+          d.client->Create(kube::kSecrets, ns, BuildTokenSecret(job, job_json, RandomToken()));
+      if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
       return absl::OkStatus();
-    }
-    if (d.pod_groups->Get(kube::ObjectKey(ns, name)) != nullptr) return absl::OkStatus();
-    absl::StatusOr<kube::Json> created =
-        d.client->Create(kube::kPodGroups, ns, BuildPodGroup(job, job_json));
-    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
-    if (created.ok()) {
-      Event(kEventNormal, "SuccessfulCreatePodGroup", absl::StrCat("Created PodGroup: ", name));
-    }
-    return absl::OkStatus();
+    });
   }
 
-  // Missing services and pods, created in parallel batches under
-  // expectations.
-  void CreateMissing() {
+  void PlanPodGroup() {
+    if (d.pod_groups == nullptr || !job.spec.run_policy.scheduling_policy) return;
+    if (d.pod_groups->Get(kube::ObjectKey(ns, name)) != nullptr) return;
+    steps.push_back([this]() -> absl::Status {
+      absl::StatusOr<kube::Json> created =
+          d.client->Create(kube::kPodGroups, ns, BuildPodGroup(job, job_json));
+      if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+      if (created.ok()) {
+        Event(kEventNormal, "SuccessfulCreatePodGroup", absl::StrCat("Created PodGroup: ", name));
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  // Missing services and pods (and the Secret and PodGroup before them),
+  // expected from now on; Act() creates them in parallel batches.
+  void PlanCreates() {
     const std::string svc_key = ServiceExpectationKey(key);
     const std::string pod_key = PodExpectationKey(key);
-    std::vector<std::function<absl::Status()>> ops;      // Services
-    std::vector<std::function<absl::Status()>> pod_ops;  // Pods
-    auto create_service = [this, svc_key](const std::string& svc_name, kube::Json service) {
-      return [this, svc_key, svc_name, service = std::move(service)]() -> absl::Status {
-        absl::StatusOr<kube::Json> created = d.client->Create(kube::kServices, ns, service);
+    // The objects are built when they are sent, not while the plan waits.
+    auto create_service = [this, svc_key](const std::string& svc_name,
+                                          std::function<kube::Json()> build) {
+      return [this, svc_key, svc_name, build = std::move(build)]() -> absl::Status {
+        absl::StatusOr<kube::Json> created = d.client->Create(kube::kServices, ns, build());
         if (!created.ok()) {
           d.expectations->CreationObserved(svc_key, svc_name);
           return absl::IsAlreadyExists(created.status()) ? absl::OkStatus() : created.status();
@@ -393,30 +406,30 @@ struct Reconciler::Pass {
     };
     if (job.spec.service_mode == api::ServiceMode::kPerJob) {
       if (job_service == nullptr && d.expectations->Satisfied(svc_key)) {
-        d.expectations->ExpectCreations(svc_key, {name});
-        ops.push_back(create_service(name, BuildJobService(job, job_json)));
+        expected_services = {name};
+        service_creates.push_back(
+            create_service(name, [this] { return BuildJobService(job, job_json); }));
       }
     } else if (d.expectations->Satisfied(svc_key)) {
-      std::set<std::string> names;
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (services.count({type, i})) continue;
           std::string svc_name = api::ReplicaName(job, type, i);
-          names.insert(svc_name);
-          ops.push_back(create_service(svc_name, BuildService(job, job_json, type, i)));
+          expected_services.insert(svc_name);
+          service_creates.push_back(create_service(
+              svc_name, [this, type, i] { return BuildService(job, job_json, type, i); }));
         }
       }
-      d.expectations->ExpectCreations(svc_key, names);
     }
+    d.expectations->ExpectCreations(svc_key, expected_services);
     if (d.expectations->Satisfied(pod_key)) {
-      std::set<std::string> names;
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (pods.count({type, i})) continue;
           if (Completed(type, i)) continue;  // a completed replica is never run again
           std::string pod_name = api::ReplicaName(job, type, i);
-          names.insert(pod_name);
-          pod_ops.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
+          expected_pods.insert(pod_name);
+          pod_creates.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
             absl::StatusOr<kube::Json> created =
                 d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
             if (!created.ok()) {
@@ -433,28 +446,52 @@ struct Reconciler::Pass {
           });
         }
       }
-      d.expectations->ExpectCreations(pod_key, names);
+      d.expectations->ExpectCreations(pod_key, expected_pods);
+      if (!expected_pods.empty()) PlanSecret();
       for (const ObjectPtr& pod : stray_pods) {
-        if (!kube::IsBeingDeleted(*pod)) Note(DeletePod(pod, " (replicas scaled down)"));
+        if (!kube::IsBeingDeleted(*pod)) PlanDeletePod(pod, " (replicas scaled down)");
       }
     }
-    // Services and pods are two slow-start sequences run side by side: a
-    // job's creates take the rounds of its pods (1, 2, 1 for four), not of
-    // its pods and Services one after the other (1, 2, 4, 1).
-    Note(RunSideBySide(ops, pod_ops, d.max_parallel_creates));
-    // One event per kind and pass, naming every object it created: a job's
-    // creates cost one event request, not one per object.
-    absl::MutexLock lock(&created_mu);
-    if (!created_services.empty()) {
-      Event(kEventNormal, "SuccessfulCreateService",
+  }
+
+  // The pass's requests, in order: the steps (deletes, the Secret, the
+  // PodGroup, a TTL's deletion of the job), then, if they all went
+  // through, the creates, then the status write. Errors are noted: the
+  // first is the pass's (the key is retried with backoff).
+  absl::Status Act() {
+    for (const auto& step : steps) Note(step());
+    if (!service_creates.empty() || !pod_creates.empty()) {
+      if (error.ok()) {
+        // Services and pods are two slow-start sequences run side by side:
+        // a job's creates take the rounds of its pods (1, 2, 1 for four),
+        // not of its pods and Services one after the other (1, 2, 4, 1).
+        Note(RunSideBySide(service_creates, pod_creates, d.max_parallel_creates));
+      } else {
+        // Not attempted: nothing will be observed.
+        for (const std::string& n : expected_services) {
+          d.expectations->CreationObserved(ServiceExpectationKey(key), n);
+        }
+        for (const std::string& n : expected_pods) {
+          d.expectations->CreationObserved(PodExpectationKey(key), n);
+        }
+      }
+      // One event per kind and pass, naming every object it created: a
+      // job's creates cost one event request, not one per object.
+      absl::MutexLock lock(&created_mu);
+      if (!created_services.empty()) {
+        Event(
+            kEventNormal, "SuccessfulCreateService",
             absl::StrCat(created_services.size() == 1 ? "Created service: " : "Created services: ",
                          absl::StrJoin(created_services, ", ")));
+      }
+      if (!created_pods.empty()) {
+        Event(kEventNormal, "SuccessfulCreatePod",
+              absl::StrCat(created_pods.size() == 1 ? "Created pod: " : "Created pods: ",
+                           absl::StrJoin(created_pods, ", ")));
+      }
     }
-    if (!created_pods.empty()) {
-      Event(kEventNormal, "SuccessfulCreatePod",
-            absl::StrCat(created_pods.size() == 1 ? "Created pod: " : "Created pods: ",
-                         absl::StrJoin(created_pods, ", ")));
-    }
+    if (write_status) Note(WriteStatus());
+    return error;
   }
 
   // Names created by this pass's parallel creates, for its events.
@@ -462,11 +499,6 @@ struct Reconciler::Pass {
     absl::MutexLock lock(&created_mu);
     names->insert(name);
   }
-  bool CreatedAny() {
-    absl::MutexLock lock(&created_mu);
-    return !created_pods.empty() || !created_services.empty();
-  }
-
   // Indexes of `type` that have succeeded: recorded in status so a
   // completed replica whose pod is later deleted is never run again.
   std::set<int> CompletedIndexes(ReplicaType type) const {
@@ -568,8 +600,8 @@ struct Reconciler::Pass {
   // means the cache was stale: the pass is not replayed onto the newer
   // object (counters derived from stale state would overwrite fresh ones);
   // the key is requeued and recomputed from the updated cache.
+  // Dispatch has dropped the write when the status did not change.
   absl::Status WriteStatus() {
-    if (status == original_status) return absl::OkStatus();
     status["lastReconcileTime"] = now_str;
     kube::Json object = job_json;
     object["status"] = status;
@@ -607,9 +639,15 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     return ReconcileResult{};
   }
   if (kube::IsBeingDeleted(*cached)) return ReconcileResult{};
+  // An earlier pass's requests are still going out: this pass would decide
+  // from a cache that cannot show them yet. The runner queues the key again
+  // when they are done.
+  if (deps_.runner != nullptr && deps_.runner->DeferIfBusy(job_key)) {
+    return ReconcileResult{std::nullopt, /*acting=*/true};
+  }
 
-  Pass p(deps_, job_key);
-  p.job_json = *cached;
+  auto pass = std::make_shared<Pass>(deps_, job_key, cached);
+  Pass& p = *pass;
   p.ns = kube::Namespace(p.job_json);
   p.name = kube::Name(p.job_json);
   p.uid = kube::Uid(p.job_json);
@@ -631,9 +669,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
       p.job.metadata.name = p.name;
       p.Fail("InvalidSpec", std::string(parsed.status().message()));
     }
-    absl::Status written = p.WriteStatus();
-    if (!written.ok()) return written;
-    return ReconcileResult{};
+    p.write_status = true;
+    return Dispatch(pass, ReconcileResult{});
   }
   p.job = *std::move(parsed);
 
@@ -646,13 +683,13 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
 
   if (IsFinished(p.status)) {
     p.CleanUp();
-    if (p.HandleTtl()) return ReconcileResult{};
+    if (p.HandleTtl()) return Dispatch(pass, ReconcileResult{});
   } else if (p.job.spec.run_policy.suspend) {
     // Suspend: running pods go, the job stays; resume recreates them.
     for (const auto& [k, pod] : p.pods) {
       std::string phase = PodPhase(*pod);
       if (!kube::IsBeingDeleted(*pod) && phase != "Succeeded") {
-        p.Note(p.DeletePod(pod, " (job suspended)"));
+        p.PlanDeletePod(pod, " (job suspended)");
       }
     }
     if (!IsConditionTrue(p.status, kCondSuspended)) {
@@ -684,9 +721,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
       p.Requeue(*deadline.wait);
     }
     if (!deadline.passed && p.ApplyFailurePolicy()) {
-      p.Note(p.EnsureSecret());
-      p.Note(p.EnsurePodGroup());
-      if (p.error.ok()) p.CreateMissing();
+      p.PlanPodGroup();
+      p.PlanCreates();
       p.ComputeReplicaStatuses();
       p.DecidePhase();
     } else {
@@ -702,19 +738,42 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     }
   }
 
-  // While this job's creates (or deletes) are in flight, or this pass has
-  // just created objects its counts (read from the cache before) cannot
-  // show, a status that only moves observed counts waits: the watch events
-  // of those objects bring the pass that writes it, once, instead of one
-  // write per pod as it appears.
-  const bool in_flight = p.CreatedAny() ||
-                         !deps_.expectations->Satisfied(PodExpectationKey(job_key)) ||
+  // While this job's creates (or deletes) are in flight, including the
+  // ones this pass plans (its counts, read from the cache, cannot show
+  // them), a status that only moves observed counts waits: the watch
+  // events of those objects bring the pass that writes it, once, instead of
+  // one write per pod as it appears.
+  const bool in_flight = !deps_.expectations->Satisfied(PodExpectationKey(job_key)) ||
                          !deps_.expectations->Satisfied(ServiceExpectationKey(job_key));
-  if (!(in_flight && p.error.ok() && StatusWriteCanWait(p.original_status, p.status))) {
-    p.Note(p.WriteStatus());
+  p.write_status = !(in_flight && StatusWriteCanWait(p.original_status, p.status));
+  return Dispatch(pass, ReconcileResult{p.requeue});
+}
+
+absl::StatusOr<ReconcileResult> Reconciler::Dispatch(const std::shared_ptr<Pass>& pass,
+                                                     ReconcileResult result) {
+  Pass& p = *pass;
+  // An unchanged status is not written.
+  if (p.status == p.original_status) p.write_status = false;
+  if (p.steps.empty() && p.service_creates.empty() && p.pod_creates.empty() && !p.write_status) {
+    return result;
   }
-  if (!p.error.ok()) return p.error;
-  return ReconcileResult{p.requeue};
+  if (deps_.runner == nullptr) {
+    absl::Status acted = p.Act();
+    if (!acted.ok()) return acted;
+    return result;
+  }
+  // The pass lives on in the plan until its requests are done; the cached
+  // objects it decided from are not needed for them: let the caches' newer
+  // versions replace them while the plan waits for a thread.
+  p.original_status = kube::Json();
+  p.pods.clear();
+  p.services.clear();
+  p.stray_pods.clear();
+  p.job_service = nullptr;
+  absl::Status submitted = deps_.runner->Submit(p.key, [pass] { return pass->Act(); });
+  if (!submitted.ok()) return submitted;
+  result.acting = true;
+  return result;
 }
 
 }  // namespace kubetrain::controller

@@ -1,10 +1,13 @@
 // Reconciler: one level-triggered pass over one TrainingJob. It reads the
 // job, its pods, services and secret from the informer caches, decides what
-// should exist, acts (creates in parallel batches, deletes), writes status
-// through the /status subresource (a conflict means a stale cache: the key
-// is requeued and recomputed, never replayed onto the newer object), and says when it must run
-// again (deadline, TTL) even if nothing else happens. It never trusts an event payload: everything
-// comes from the caches and the API.
+// should exist and records its expectations, then acts (creates in parallel
+// batches, deletes) and writes status: on the ActionRunner's threads when
+// it has one (Reconcile() returns once the requests are handed over), else
+// before Reconcile() returns. The status write goes through the /status
+// subresource (a conflict means a stale cache: the key is requeued and
+// recomputed, never replayed onto the newer object). A pass says when it
+// must run again (deadline, TTL) even if nothing else happens. It never trusts an event payload:
+// everything comes from the caches and the API.
 //
 // Pod status is read by pod_status.h, failures decided by failure_policy.h,
 // phase, deadline, TTL and which status writes may wait by job_phase.h (pure
@@ -26,12 +29,14 @@
 #define KUBETRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kubetrain/clock.h"
+#include "operator/controller/action_runner.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/operator_metrics.h"
@@ -45,6 +50,11 @@ namespace kubetrain::controller {
 struct ReconcileResult {
   // Set: reconcile again after this long, whatever happens meanwhile.
   std::optional<absl::Duration> requeue_after;
+  // The key's requests are with the action runner (this pass's, or an
+  // earlier pass's still going out, in which case this pass did nothing):
+  // the runner's completion callback reports how they went and queues the
+  // key again when needed.
+  bool acting = false;
 };
 
 struct ReconcilerDeps {
@@ -54,6 +64,8 @@ struct ReconcilerDeps {
   const kube::ObjectCache* services = nullptr;
   const kube::ObjectCache* pod_groups = nullptr;  // null unless gang scheduling
   Expectations* expectations = nullptr;
+  // Runs each pass's requests off the worker; null: Reconcile() runs them.
+  ActionRunner* runner = nullptr;
   EventRecorder* events = nullptr;
   OperatorMetrics* metrics = nullptr;
   kube::Logger* logger = nullptr;
@@ -73,8 +85,8 @@ std::string ServiceExpectationKey(const std::string& job_key);
 class Reconciler {
  public:
   // Every pointer in `deps` must be non-null and outlive the reconciler,
-  // except `pod_groups` (null: no gang scheduling) and the optional
-  // `job_written` callback.
+  // except `pod_groups` (null: no gang scheduling), `runner` (null: no
+  // runner) and the optional `job_written` callback.
   explicit Reconciler(ReconcilerDeps deps);
 
   // The Reconcile contract (as controller-runtime's reconcile.Reconciler):
@@ -84,6 +96,8 @@ class Reconciler {
   //     requeues the key with rate-limited backoff (a Conflict is a stale
   //     cache, retried quietly). What the pass did before the error is never
   //     undone: the next pass starts from the caches again (level-triggered);
+  //   - with an action runner, OK with `acting` means the outcome of the
+  //     pass's requests comes later, through the runner's callback;
   //   - OK with `requeue_after` means "run again after this long even if no
   //     event comes" (deadline, TTL, a backoff wait); the caller resets the
   //     key's backoff and adds it after the delay. OK without it: nothing is
@@ -95,6 +109,9 @@ class Reconciler {
  private:
   absl::StatusOr<ReconcileResult> ReconcileOnce(const std::string& job_key);
   struct Pass;
+  // Hands the pass's requests to the runner (or runs them).
+  absl::StatusOr<ReconcileResult> Dispatch(const std::shared_ptr<Pass>& pass,
+                                           ReconcileResult result);
   ReconcilerDeps deps_;
 };
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "api/cluster_spec.h"
+#include "operator/controller/cache_trim.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_status.h"
@@ -41,6 +42,8 @@ struct TrainingJobController::Impl {
   Expectations expectations;
   EventRecorder events;
   std::unique_ptr<Reconciler> reconciler;
+  // After the reconciler: destroyed (threads joined) before it.
+  std::unique_ptr<ActionRunner> runner;
   std::unique_ptr<MetricsFetcher> fetcher;
   std::unique_ptr<ProgressPoller> progress;
   std::vector<std::thread> workers;
@@ -106,21 +109,36 @@ struct TrainingJobController::Impl {
       absl::StatusOr<ReconcileResult> result = reconciler->Reconcile(key);
       double seconds = static_cast<double>(clock.NowNanos() - start) * 1e-9;
       metrics->ObserveReconcile(seconds, !result.ok());
-      if (!result.ok() && kube::IsConflict(result.status())) {
-        // A stale cache: try again once the informer has caught up.
-        logger->Debug(kComponent, absl::StrCat("reconcile ", key, ": ", result.status().message()));
-        queue->AddRateLimited(key);
-      } else if (!result.ok()) {
-        logger->Warning(
-            kComponent,
-            absl::StrCat("reconcile ", key, " failed (will retry): ", result.status().message()));
-        queue->AddRateLimited(key);
+      if (!result.ok()) {
+        Retry(key, result.status());
       } else {
-        queue->Forget(key);
+        // With requests still going out, their outcome decides (Acted).
+        if (!result->acting) queue->Forget(key);
         if (result->requeue_after) queue->AddAfter(key, *result->requeue_after);
       }
       queue->Done(key);
     }
+  }
+
+  void Retry(const std::string& key, const absl::Status& status) {
+    if (kube::IsConflict(status)) {
+      // A stale cache: try again once the informer has caught up.
+      logger->Debug(kComponent, absl::StrCat("reconcile ", key, ": ", status.message()));
+    } else {
+      logger->Warning(kComponent,
+                      absl::StrCat("reconcile ", key, " failed (will retry): ", status.message()));
+    }
+    queue->AddRateLimited(key);
+  }
+
+  // The runner's callback: a pass's requests are done.
+  void Acted(const std::string& key, const absl::Status& status, bool wanted) {
+    if (!status.ok()) {
+      Retry(key, status);
+      return;
+    }
+    queue->Forget(key);
+    if (wanted) queue->Add(key);  // a pass came while they went out
   }
 
   void Stats() {
@@ -181,9 +199,15 @@ absl::Status TrainingJobController::Start() {
   owned.resync_period = absl::ZeroDuration();
   m.jobs = std::make_unique<kube::Informer>(m.client, kube::kTrainingJobs, job_options, m.clock,
                                             m.logger);
-  m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned, m.clock, m.logger);
-  m.services =
-      std::make_unique<kube::Informer>(m.client, kube::kServices, owned, m.clock, m.logger);
+  // Pods and Services are cached with only the fields the controller reads
+  // (cache_trim.h): most of a pod's JSON is its spec, which it never reads.
+  kube::InformerOptions owned_pods = owned;
+  owned_pods.transform = TrimCachedPod;
+  kube::InformerOptions owned_services = owned;
+  owned_services.transform = TrimCachedService;
+  m.pods = std::make_unique<kube::Informer>(m.client, kube::kPods, owned_pods, m.clock, m.logger);
+  m.services = std::make_unique<kube::Informer>(m.client, kube::kServices, owned_services, m.clock,
+                                                m.logger);
   // No Secret informer: list/watch on Secrets would let the operator read
   // every Secret it can see. The token Secret is only created (reconciler.cc,
   // EnsureSecret).
@@ -206,6 +230,15 @@ absl::Status TrainingJobController::Start() {
   deps.services = &m.services->cache();
   deps.pod_groups = m.pod_groups ? &m.pod_groups->cache() : nullptr;
   deps.expectations = &m.expectations;
+  if (m.options.action_threads > 0) {
+    m.runner = std::make_unique<ActionRunner>(
+        m.options.action_threads,
+        [&m](const std::string& key, const absl::Status& status, bool wanted) {
+          m.Acted(key, status, wanted);
+        },
+        m.clock, m.options.action_observer);
+    deps.runner = m.runner.get();
+  }
   deps.events = &m.events;
   deps.metrics = m.metrics;
   deps.logger = m.logger;
@@ -281,6 +314,9 @@ void TrainingJobController::Stop() {
   }
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();
+  // The passes' requests still going out finish too (their callbacks find
+  // the queue shut down).
+  if (m.runner) m.runner->Stop();
   // The last passes' events are still queued: give them a moment to go out.
   if (!m.events.Flush(absl::Seconds(2))) {
     m.logger->Warning(kComponent, "stopped with events not yet posted");

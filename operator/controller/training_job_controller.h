@@ -1,8 +1,9 @@
 // TrainingJobController: the operator's control loop. Informers on
 // TrainingJobs and on the Pods, Services and Secrets they own feed a
 // rate-limited work queue of job keys; N workers run the Reconciler on each
-// key (level-triggered: every run reads the cache, diffs, acts, and asks for
-// a delayed requeue when a deadline or TTL is due).
+// key (level-triggered: every run reads the cache, diffs, decides, and asks
+// for a delayed requeue when a deadline or TTL is due), and an ActionRunner's
+// threads send the requests each pass decided on.
 //
 // Thread-safe: Start/Stop/Ready from any thread.
 #ifndef KUBETRAIN_OPERATOR_CONTROLLER_TRAINING_JOB_CONTROLLER_H_
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kubetrain/clock.h"
+#include "operator/controller/action_runner.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
@@ -24,13 +26,19 @@ namespace kubetrain::controller {
 struct ControllerOptions {
   std::string watch_namespace;  // "" = all namespaces
   int workers = 16;             // chosen by measurement: docs/benchmarks.md
-  std::string gang_scheduler;   // "" or "volcano"
+  // Threads that send the passes' requests (ActionRunner), so workers do
+  // not wait for round trips or the client rate limit; 0: the workers send
+  // them themselves (before issue 15's runner).
+  int action_threads = 16;
+  std::string gang_scheduler;  // "" or "volcano"
   absl::Duration resync_period = absl::Minutes(10);
   // How often status.progress is refreshed from the chief's metrics (0: off).
   absl::Duration progress_interval = absl::Seconds(30);
   absl::Duration sync_timeout = absl::Minutes(2);  // informers' first list
   // Work-queue metrics (depth, adds, retries, latencies); may be null.
   kube::WorkQueueObserver* queue_observer = nullptr;
+  // How long the passes' requests waited and ran; may be null.
+  ActionObserver* action_observer = nullptr;
 };
 
 class TrainingJobController {

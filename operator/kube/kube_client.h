@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -122,8 +123,11 @@ class KubeClient {
                                   const ListOptions& options = {});
   // Every page (following continue tokens) with `page_size` items per request.
   // A continue token that expires mid-way (410) restarts the list once.
+  // `each`, when set, is applied to every item as its page arrives (an
+  // informer's transform: only one page is ever held untrimmed).
   absl::StatusOr<ObjectList> ListAll(const ResourceType& type, absl::string_view ns,
-                                     ListOptions options = {}, int64_t page_size = 500);
+                                     ListOptions options = {}, int64_t page_size = 500,
+                                     const std::function<void(Json&)>& each = nullptr);
   // PUT. The object's metadata.resourceVersion makes it conditional: a stale
   // one gives IsConflict.
   absl::StatusOr<Json> Update(const ResourceType& type, const Json& object);

@@ -25,6 +25,7 @@ std::unique_ptr<TrainingJobController> ControllerFixture::NewController(Operator
   EXPECT_TRUE(client.ok());
   options.watch_namespace = ns();
   options.sync_timeout = absl::Seconds(20);
+  if (options.action_observer == nullptr) options.action_observer = &plans_;
   kube::KubeClient* raw = client->get();
   clients_.push_back(*std::move(client));
   return std::make_unique<TrainingJobController>(*raw, options, metrics, clock_, &logger_);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,19 @@ class CountingMetrics final : public OperatorMetrics {
   std::map<std::string, int> counts_;
 };
 
+// Plans the controllers' action runners were given and finished.
+class PlanCounter final : public ActionObserver {
+ public:
+  void OnSubmit() override { ++submitted_; }
+  void OnPlan(absl::Duration, absl::Duration, bool) override { ++finished_; }
+  // Every request a pass decided on so far has gone out.
+  bool Idle() const { return submitted_.load() == finished_.load(); }
+
+ private:
+  std::atomic<int> submitted_{0};
+  std::atomic<int> finished_{0};
+};
+
 class ControllerFixture : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -89,6 +103,8 @@ class ControllerFixture : public ::testing::Test {
 
   std::unique_ptr<testing::KubeTestTarget> target_;
   CountingMetrics metrics_;
+  // Every controller of the test reports its plans here.
+  PlanCounter plans_;
   RealClock clock_;
   kube::StreamLogger logger_{std::cerr, kube::StreamLogger::Format::kText,
                              kube::LogLevel::kWarning};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "api/cluster_spec.h"
 #include "api/training_job.h"
 #include "operator/controller/job_status.h"
@@ -508,9 +509,99 @@ TEST_F(ControllerTest, RestartedOperatorMakesNoDuplicatesOrOrphans) {
   const int reconciles = metrics_.Get("reconciles");
   StartController();
   // Its first pass over the job (level-triggered: every cached job is queued
-  // at start) has finished.
+  // at start) has finished, and so have the requests it decided on.
   ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
   EXPECT_EQ(target_->emulator()->RequestCount("POST", "/pods"), creates);
+}
+
+TEST_F(ControllerTest, AnUnchangedStatusIsNotWrittenAgain) {
+  KT_REQUIRE_EMULATOR(target_);
+  StartController();
+  CreateJob(MakeJob("calm", 1, 1));
+  ASSERT_TRUE(WaitForPods("calm", 2));
+  SetAllRunning("calm");
+  ASSERT_TRUE(WaitForCondition("calm", kCondRunning));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
+  const int writes = target_->emulator()->RequestCount("PUT", "/trainingjobs/calm/status");
+  // An event that changes nothing the status shows: a pass runs, decides
+  // the same status, and writes nothing.
+  const int reconciles = metrics_.Get("reconciles");
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kPods, ns(), "calm-worker-0",
+                              Json{{"metadata", {{"labels", {{"touched", "yes"}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return metrics_.Get("reconciles") > reconciles; }));
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
+  EXPECT_EQ(target_->emulator()->RequestCount("PUT", "/trainingjobs/calm/status"), writes);
+}
+
+// Holds the pod creates it sees until Open().
+class PodCreateGate final : public kube::HttpTransport {
+ public:
+  explicit PodCreateGate(std::unique_ptr<kube::HttpTransport> inner) : inner_(std::move(inner)) {}
+  absl::StatusOr<kube::HttpResponse> Send(const kube::HttpRequest& request) override {
+    const std::string path = request.target.substr(0, request.target.find('?'));
+    if (request.method == "POST" && path.size() >= 5 &&
+        path.compare(path.size() - 5, 5, "/pods") == 0) {
+      absl::MutexLock lock(&mu_);
+      ++held_;
+      mu_.Await(absl::Condition(&open_));
+    }
+    return inner_->Send(request);
+  }
+  absl::StatusOr<kube::StreamResponse> OpenStream(const kube::HttpRequest& request,
+                                                  absl::Duration idle_timeout) override {
+    return inner_->OpenStream(request, idle_timeout);
+  }
+  std::string Server() const override { return inner_->Server(); }
+  int held() const {
+    absl::MutexLock lock(&mu_);
+    return held_;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+
+ private:
+  const std::unique_ptr<kube::HttpTransport> inner_;
+  mutable absl::Mutex mu_;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST_F(ControllerTest, ReconcileHandsItsRequestsOverWithoutWaitingForThem) {
+  absl::StatusOr<std::unique_ptr<kube::HttpTransport>> transport = target_->NewTransport();
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  auto gate_owned = std::make_unique<PodCreateGate>(*std::move(transport));
+  PodCreateGate* gate = gate_owned.get();
+  kube::KubeClient gated(std::move(gate_owned));
+  CountingMetrics metrics;
+  ControllerOptions options;
+  options.watch_namespace = ns();
+  options.sync_timeout = absl::Seconds(20);
+  options.progress_interval = absl::ZeroDuration();
+  TrainingJobController controller(gated, options, &metrics, clock_, &logger_);
+  ASSERT_TRUE(controller.Start().ok());
+  CreateJob(MakeJob("gate", 1, 2));
+  // The pass that decided on the pods has returned while its pod creates
+  // are still held: the worker did not wait for them.
+  ASSERT_TRUE(WaitFor([&] { return gate->held() >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return metrics.Get("reconciles") >= 1; }));
+  EXPECT_EQ(metrics.Get("pods"), 0);
+  EXPECT_TRUE(Pods("gate").empty());
+  // Passes that come meanwhile (the job's status, its Services) create no
+  // pod twice: one create per replica once the gate opens.
+  gate->Open();
+  ASSERT_TRUE(WaitForPods("gate", 3));
+  EXPECT_TRUE(WaitFor([&] { return metrics.Get("pods") == 3; }));
+  EXPECT_TRUE(WaitFor([&] { return Services("gate").size() == 3; }));
+  if (target_->emulator() != nullptr) {
+    EXPECT_EQ(target_->emulator()->RequestCount("POST", "/pods"), 3);
+  }
+  EXPECT_EQ(gate->held(), 3);
+  controller.Stop();
 }
 
 TEST_F(ControllerTest, TwoOperatorsWithLeaderElectionOnlyLeaderActs) {

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -192,6 +195,33 @@ TEST(KubeClientTest, ListAllFollowsContinueAndRestartsOnExpiredToken) {
   EXPECT_EQ(all->items[0]["kind"], "Pod");  // list items get their kind back
   EXPECT_EQ(all->resource_version, "9");
   EXPECT_THAT(fake->Requests()[0].target, HasSubstr("labelSelector=app%3Dx&limit=1"));
+}
+
+TEST(KubeClientTest, ListAllAppliesEachToEveryItemAsItsPageArrives) {
+  FakeHttpTransport* fake;
+  auto client = MakeClient(&fake);
+  std::atomic<int> pages{0};
+  fake->OnSend([&](const HttpRequest& r) -> absl::StatusOr<HttpResponse> {
+    ++pages;
+    if (absl::StrContains(r.target, "continue=t1")) {
+      return Answer(
+          200,
+          R"({"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"b"},"spec":2}]})");
+    }
+    return Answer(
+        200,
+        R"({"metadata":{"resourceVersion":"9","continue":"t1"},"items":[{"metadata":{"name":"a"},"spec":1}]})");
+  });
+  std::vector<std::pair<std::string, int>> seen;  // (name, pages answered by then)
+  absl::StatusOr<ObjectList> all = client->ListAll(kPods, "ns", {}, 1, [&](Json& item) {
+    seen.emplace_back(item["metadata"]["name"].get<std::string>(), pages.load());
+    item.erase("spec");
+  });
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->items.size(), 2u);
+  // Each item was handled before the next page was asked for.
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int>>{{"a", 1}, {"b", 2}}));
+  for (const Json& item : all->items) EXPECT_FALSE(item.contains("spec"));
 }
 
 TEST(WatchDecodeTest, EventsErrorsAndMalformedLines) {
