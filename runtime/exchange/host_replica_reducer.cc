@@ -6,22 +6,6 @@
 
 namespace kubetrain::exchange {
 
-absl::Status HostReplicaReducer::Check(int root, std::span<float* const> buffers, int64_t n) const {
-  if (buffers.size() != devices_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("replica reducer: ", buffers.size(),
-                                                   " buffers for ", devices_.size(), " replicas"));
-  }
-  if (root < 0 || root >= replicas()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replica reducer: root ", root, " outside [0, ", replicas(), ")"));
-  }
-  if (n < 0) return absl::InvalidArgumentError("replica reducer: negative length");
-  for (ComputeDevice* d : devices_) {
-    if (absl::Status s = d->Synchronize(); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<const float*> HostReplicaReducer::OnHost(int r, const float* buffer, int64_t n,
                                                         std::vector<float>& staging) {
   ComputeDevice& d = *devices_[static_cast<size_t>(r)];
@@ -46,7 +30,7 @@ absl::Status HostReplicaReducer::Write(int r, const float* host, float* buffer, 
 }
 
 absl::Status HostReplicaReducer::Sum(int root, std::span<float* const> buffers, int64_t n) {
-  if (absl::Status s = Check(root, buffers, n); !s.ok()) return s;
+  if (absl::Status s = CheckAndDrain(devices_, root, buffers, n); !s.ok()) return s;
   sum_.resize(static_cast<size_t>(n));
   for (int r = 0; r < replicas(); ++r) {
     absl::StatusOr<const float*> src = OnHost(r, buffers[static_cast<size_t>(r)], n, staging_);
@@ -63,7 +47,7 @@ absl::Status HostReplicaReducer::Sum(int root, std::span<float* const> buffers, 
 }
 
 absl::Status HostReplicaReducer::Broadcast(int root, std::span<float* const> buffers, int64_t n) {
-  if (absl::Status s = Check(root, buffers, n); !s.ok()) return s;
+  if (absl::Status s = CheckAndDrain(devices_, root, buffers, n); !s.ok()) return s;
   absl::StatusOr<const float*> src = OnHost(root, buffers[static_cast<size_t>(root)], n, sum_);
   if (!src.ok()) return src.status();
   for (int r = 0; r < replicas(); ++r) {

@@ -24,7 +24,6 @@ class HostReplicaReducer final : public ReplicaReducer {
   absl::Status Broadcast(int root, std::span<float* const> buffers, int64_t n) override;
 
  private:
-  absl::Status Check(int root, std::span<float* const> buffers, int64_t n) const;
   // Replica r's buffer readable on the host: in place, or copied to `staging`.
   absl::StatusOr<const float*> OnHost(int r, const float* buffer, int64_t n,
                                       std::vector<float>& staging);

@@ -77,19 +77,7 @@ NcclReplicaReducer::~NcclReplicaReducer() = default;
 
 absl::Status NcclReplicaReducer::Run(bool reduce, int root, std::span<float* const> buffers,
                                      int64_t n) {
-  if (buffers.size() != devices_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("replica reducer: ", buffers.size(),
-                                                   " buffers for ", devices_.size(), " replicas"));
-  }
-  if (root < 0 || root >= replicas()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replica reducer: root ", root, " outside [0, ", replicas(), ")"));
-  }
-  if (n < 0) return absl::InvalidArgumentError("replica reducer: negative length");
-  // The buffers are final once every replica's compute stream is drained.
-  for (ComputeDevice* d : devices_) {
-    if (absl::Status s = d->Synchronize(); !s.ok()) return s;
-  }
+  if (absl::Status s = CheckAndDrain(devices_, root, buffers, n); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
   const char* what = reduce ? "ncclReduce" : "ncclBroadcast";
   if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return NcclError(r, "ncclGroupStart");

@@ -44,6 +44,12 @@ class ReplicaReducer {
   virtual absl::Status Broadcast(int root, std::span<float* const> buffers, int64_t n) = 0;
 };
 
+// Checks a Sum/Broadcast call's arguments against `devices` (the reducer's
+// replicas), then waits for the work queued on every device: what both
+// implementations do before touching the buffers.
+absl::Status CheckAndDrain(std::span<ComputeDevice* const> devices, int root,
+                           std::span<float* const> buffers, int64_t n);
+
 // The reducer for `devices` (borrowed; they outlive it): NCCL when every
 // device is a CUDA GPU (distinct, in a CUDA build), else the host reducer.
 absl::StatusOr<std::unique_ptr<ReplicaReducer>> OpenReplicaReducer(
