@@ -120,6 +120,22 @@ struct Reconciler::Pass {
   std::map<ReplicaKey, ObjectPtr> services;  // owned, by replica
   ObjectPtr job_service;                     // owned, named as the job (serviceMode PerJob)
   std::vector<ObjectPtr> stray_pods;         // owned, outside the spec (scaled down)
+  // Whether the earlier passes' creates and deletes had all been observed
+  // when Collect() read the caches. Read before the caches (as the Job
+  // controller does): the informers update a cache before they mark the
+  // object observed, so a satisfied expectation read first guarantees the
+  // cache read after it shows those objects. Read after, an object observed
+  // in between is missing from `pods` but no longer expected, and the pass
+  // would create it again (a refused duplicate, 409). The checks below also
+  // ask again, so that this pass's own expectations count too.
+  bool pods_settled_at_collect = false;
+  bool services_settled_at_collect = false;
+  bool PodsSettled() const {
+    return pods_settled_at_collect && d.expectations->Satisfied(PodExpectationKey(key));
+  }
+  bool ServicesSettled() const {
+    return services_settled_at_collect && d.expectations->Satisfied(ServiceExpectationKey(key));
+  }
   bool restarting = false;
   absl::Mutex created_mu;
   std::set<std::string> created_pods ABSL_GUARDED_BY(created_mu);
@@ -155,6 +171,8 @@ struct Reconciler::Pass {
   }
 
   void Collect() {
+    pods_settled_at_collect = d.expectations->Satisfied(PodExpectationKey(key));
+    services_settled_at_collect = d.expectations->Satisfied(ServiceExpectationKey(key));
     auto index = [](const ObjectPtr& o) -> std::optional<ReplicaKey> {
       std::optional<ReplicaType> type =
           api::ParseReplicaType(kube::Label(*o, api::kLabelReplicaType));
@@ -305,7 +323,7 @@ struct Reconciler::Pass {
   bool ApplyFailurePolicy() {
     // Until the deletes of the last pass show up in the cache, the failed
     // pods seen here may be the ones already handled: do not count twice.
-    if (!d.expectations->Satisfied(PodExpectationKey(key))) return true;
+    if (!PodsSettled()) return true;
     kube::Json& replica_statuses = status["replicaStatuses"];
     if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
     auto recreations = [&](ReplicaType t) -> int {
@@ -405,12 +423,12 @@ struct Reconciler::Pass {
       };
     };
     if (job.spec.service_mode == api::ServiceMode::kPerJob) {
-      if (job_service == nullptr && d.expectations->Satisfied(svc_key)) {
+      if (job_service == nullptr && ServicesSettled()) {
         expected_services = {name};
         service_creates.push_back(
             create_service(name, [this] { return BuildJobService(job, job_json); }));
       }
-    } else if (d.expectations->Satisfied(svc_key)) {
+    } else if (ServicesSettled()) {
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (services.count({type, i})) continue;
@@ -422,7 +440,7 @@ struct Reconciler::Pass {
       }
     }
     d.expectations->ExpectCreations(svc_key, expected_services);
-    if (d.expectations->Satisfied(pod_key)) {
+    if (PodsSettled()) {
       for (const auto& [type, spec] : job.spec.replica_specs) {
         for (int i = 0; i < spec.Replicas(); ++i) {
           if (pods.count({type, i})) continue;

@@ -246,9 +246,16 @@ TEST_F(ControllerTest, TtlDeletesFinishedJob) {
   ASSERT_TRUE(WaitForPods("ttl", 1));
   SetPodSucceeded("ttl-worker-0");
   ASSERT_TRUE(WaitForCondition("ttl", kCondSucceeded));
-  ASSERT_TRUE(WaitFor(
-      [&] { return absl::IsNotFound(client().Get(kube::kTrainingJobs, ns(), "ttl").status()); }));
-  ASSERT_TRUE(WaitFor([&] { return Pods("ttl", /*all=*/true).empty(); }))
+  // The TTL deletes with Foreground propagation: on a real API server the
+  // job is gone only after kube-controller-manager's garbage collector has
+  // deleted its pods, Services and Secret, which took 18-21 s on 2 loaded
+  // cores (20 s is WaitFor's default).
+  const absl::Duration gc = absl::Seconds(60);
+  auto job_gone = [&] {
+    return absl::IsNotFound(client().Get(kube::kTrainingJobs, ns(), "ttl").status());
+  };
+  ASSERT_TRUE(WaitFor(job_gone, gc));
+  ASSERT_TRUE(WaitFor([&] { return Pods("ttl", /*all=*/true).empty(); }, gc))
       << "owned pods are garbage-collected with the job";
 }
 
