@@ -350,8 +350,9 @@ TEST_F(ControllerTest, CompletedWorkerIsNeverRunAgain) {
   SetAllRunning("done");
   SetPodSucceeded("done-worker-1");
   ASSERT_TRUE(WaitFor([&] {
+    // Null until the first status that counts the workers is written.
     Json rs = Status("done")["replicaStatuses"]["Worker"];
-    return rs.value("succeeded", 0) == 1 && rs.contains("completedIndexes");
+    return rs.is_object() && rs.value("succeeded", 0) == 1 && rs.contains("completedIndexes");
   }));
   EXPECT_EQ(Status("done")["replicaStatuses"]["Worker"]["completedIndexes"], Json::array({1}));
   // Someone deletes the completed pod: it stays gone, and it still counts.
