@@ -14,7 +14,10 @@ use_namespace $A
 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$A.yaml"
 k apply -n $A -f "$E2E_STATE/$A.yaml"
 use_namespace $B
-k apply -n $B -f "$E2E_STATE/$A.yaml"
+# B trains longer, so that its PS still serves when the rogue worker (started after B's PS
+# listens, plus its own start-up and data loading) calls: a 2-epoch job now ends in ~8 s.
+E2E_EPOCHS=10 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$B.yaml"
+k apply -n $B -f "$E2E_STATE/$B.yaml"
 ps_listening() { pod_log $JOB-ps-0 | grep -q "listening on port"; }
 NS=$A wait_until 120 "job A's worker-0 process" pod_field $JOB-worker-0 "['pids']['kubetrain']"
 NS=$B wait_until 120 "job B's parameter server to listen" ps_listening
