@@ -10,14 +10,15 @@ A=e2e-token-a
 B=e2e-token-b
 # A first: the rogue needs only A's worker-0 process (its environment); B second, so that
 # B's PS is young and still serving when the rogue calls.
+# Both train 10 epochs: the rogue runs inside A's worker-0 network namespace, which the agent
+# removes when that pod ends, and calls B's PS, which must still serve. A 2-epoch job now ends
+# in about 8 s, less than the rogue's start-up plus its 10 s peer timeout (it then saw
+# Deadline Exceeded instead of the refusal).
 use_namespace $A
-job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$A.yaml"
+E2E_EPOCHS=10 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$A.yaml"
 k apply -n $A -f "$E2E_STATE/$A.yaml"
 use_namespace $B
-# B trains longer, so that its PS still serves when the rogue worker (started after B's PS
-# listens, plus its own start-up and data loading) calls: a 2-epoch job now ends in ~8 s.
-E2E_EPOCHS=10 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$B.yaml"
-k apply -n $B -f "$E2E_STATE/$B.yaml"
+k apply -n $B -f "$E2E_STATE/$A.yaml"
 ps_listening() { pod_log $JOB-ps-0 | grep -q "listening on port"; }
 NS=$A wait_until 120 "job A's worker-0 process" pod_field $JOB-worker-0 "['pids']['kubetrain']"
 NS=$B wait_until 120 "job B's parameter server to listen" ps_listening
