@@ -29,8 +29,8 @@ namespace {
 
 using kubetrain::allreduce::RingAllreduce;
 using kubetrain::allreduce::RingOptions;
-using kubetrain::allreduce::TcpConnection;
-using kubetrain::allreduce::TcpListener;
+using kubetrain::exchange::TcpConnection;
+using kubetrain::exchange::TcpListener;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -21,7 +21,6 @@
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
-#include "runtime/exchange/allreduce/tcp_link.h"
 #include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/exchange_backend.h"
 #include "runtime/exchange/local_exchange.h"
@@ -30,6 +29,7 @@
 #include "runtime/exchange/ps/ps_server.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/exchange/staged_exchange.h"
+#include "runtime/exchange/tcp_link.h"
 #include "runtime/launcher/signal_watcher.h"
 #include "runtime/metrics/constant_labels.h"
 #include "runtime/metrics/metrics_server.h"
@@ -232,8 +232,8 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   std::string my_host, rank0_host;
   int my_port = 0, rank0_port = 0;
   for (const absl::Status& s :
-       {allreduce::SplitHostPort(addresses[static_cast<size_t>(rank)], &my_host, &my_port),
-        allreduce::SplitHostPort(addresses[0], &rank0_host, &rank0_port)}) {
+       {exchange::SplitHostPort(addresses[static_cast<size_t>(rank)], &my_host, &my_port),
+        exchange::SplitHostPort(addresses[0], &rank0_host, &rank0_port)}) {
     if (!s.ok()) {
       err << "kubetrain: error: TF_CONFIG: " << s.message() << std::endl;
       return kExitPermanent;

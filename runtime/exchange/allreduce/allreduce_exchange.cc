@@ -82,7 +82,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
 
   // The data-plane listener exists before this rank joins, so every peer
   // that learns its address can connect.
-  absl::StatusOr<TcpListener> listener = TcpListener::Listen(options_.data_listen_host, 0);
+  absl::StatusOr<exchange::TcpListener> listener =
+      exchange::TcpListener::Listen(options_.data_listen_host, 0);
   if (!listener.ok()) return listener.status();
   std::string rendezvous = options_.rendezvous_address;
   if (rank == 0) {
@@ -139,11 +140,11 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
     collective_ = *std::move(c);
   } else {
     // Ring links: dial the right neighbour, then take the left one's call.
-    TcpConnection right, left;
+    exchange::TcpConnection right, left;
     if (world > 1) {
       auto abort_check = [this] { return client_->AbortStatus(); };
       const v1::RankInfo& r = joined->ranks(Mod(rank + 1, world));
-      absl::StatusOr<TcpConnection> conn = TcpConnection::Connect(
+      absl::StatusOr<exchange::TcpConnection> conn = exchange::TcpConnection::Connect(
           r.data_address(), options_.rendezvous_timeout_seconds, abort_check);
       if (!conn.ok()) {
         return absl::UnavailableError(
@@ -159,7 +160,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
       const double deadline = clock_.NowSeconds() + options_.rendezvous_timeout_seconds;
       while (!left.valid()) {
         const double remaining = deadline - clock_.NowSeconds();
-        absl::StatusOr<TcpConnection> in = listener->Accept(std::max(remaining, 0.0), abort_check);
+        absl::StatusOr<exchange::TcpConnection> in =
+            listener->Accept(std::max(remaining, 0.0), abort_check);
         if (!in.ok()) {
           return absl::UnavailableError(absl::StrCat("no data-plane connection from ",
                                                      joined->ranks(left_rank).name(), ": ",
@@ -244,7 +246,8 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
   float meta_f[8];
   std::memcpy(meta_f, meta, sizeof(meta));
   auto bcast = [this](std::span<float> data) {
-    return RunCollective([&](const IoCheck& c) { return collective_->Broadcast(data, 0, c); });
+    return RunCollective(
+        [&](const exchange::IoCheck& c) { return collective_->Broadcast(data, 0, c); });
   };
   if (absl::Status s = bcast(std::span<float>(meta_f, 8)); !s.ok()) return s;
   if (absl::Status s = bcast(params); !s.ok()) return s;
@@ -306,14 +309,14 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
 }
 
 absl::Status AllreduceExchange::RunCollective(
-    const std::function<absl::Status(const IoCheck&)>& op) {
+    const std::function<absl::Status(const exchange::IoCheck&)>& op) {
   ++collectives_started_;
   client_->SetProgress(collectives_started_, collectives_finished_);
   const double t0 = clock_.NowSeconds();
   double next_warning = options_.stall_warning_seconds;
   bool stalled = false;
   std::mutex check_mu;  // the ring polls from its sending and receiving threads
-  IoCheck check = [&]() -> absl::Status {
+  exchange::IoCheck check = [&]() -> absl::Status {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (stop_) return absl::CancelledError("the exchange is shutting down");
@@ -366,7 +369,8 @@ void AllreduceExchange::CommLoop() {
       std::memcpy(out.data(), grads + b.offset, static_cast<size_t>(b.length) * sizeof(float));
       const int64_t sent0 = collective_->bytes_sent(), recv0 = collective_->bytes_received();
       const double t0 = clock_.NowSeconds();
-      s = RunCollective([&](const IoCheck& c) { return collective_->AllreduceSum(out, c); });
+      s = RunCollective(
+          [&](const exchange::IoCheck& c) { return collective_->AllreduceSum(out, c); });
       if (s.ok() && options_.metrics != nullptr) {
         options_.metrics->RecordExchange(
             metrics::ExchangeOp::kAllreduce, metrics::PeerRole::kWorker, clock_.NowSeconds() - t0,
@@ -470,8 +474,9 @@ absl::Status AllreduceExchange::Finish() {
   // Every rank reaches the end before any goes away: a one-value allreduce
   // is the barrier (the communication thread is idle between steps).
   float token = 1;
-  absl::Status s = RunCollective(
-      [&](const IoCheck& c) { return collective_->AllreduceSum(std::span<float>(&token, 1), c); });
+  absl::Status s = RunCollective([&](const exchange::IoCheck& c) {
+    return collective_->AllreduceSum(std::span<float>(&token, 1), c);
+  });
   if (!s.ok()) return s;
   if (token != static_cast<float>(world_size())) {
     return absl::DataLossError(

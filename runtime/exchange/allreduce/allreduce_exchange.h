@@ -108,7 +108,7 @@ class AllreduceExchange final : public exchange::Exchange {
   void CommLoop();
   // Runs one collective with stall detection; on failure, the reason every
   // rank gives for the lost peer.
-  absl::Status RunCollective(const std::function<absl::Status(const IoCheck&)>& op);
+  absl::Status RunCollective(const std::function<absl::Status(const exchange::IoCheck&)>& op);
   absl::Status StallCheck(double started_at, double* next_warning);
   void Launch(int count);
 

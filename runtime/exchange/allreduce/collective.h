@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/exchange/allreduce/tcp_link.h"
+#include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::allreduce {
 
@@ -20,9 +20,10 @@ class Collective {
   virtual std::string name() const = 0;
   // data <- elementwise sum over every rank. `check` is polled while
   // waiting; its error abandons the collective.
-  virtual absl::Status AllreduceSum(std::span<float> data, const IoCheck& check) = 0;
+  virtual absl::Status AllreduceSum(std::span<float> data, const exchange::IoCheck& check) = 0;
   // data <- root's data, bit for bit.
-  virtual absl::Status Broadcast(std::span<float> data, int root, const IoCheck& check) = 0;
+  virtual absl::Status Broadcast(std::span<float> data, int root,
+                                 const exchange::IoCheck& check) = 0;
   // The rank whose link failed in the last failed collective, or -1.
   virtual int failed_peer() const = 0;
   virtual int64_t bytes_sent() const = 0;

@@ -83,7 +83,7 @@ NcclCollective::~NcclCollective() {
 void NcclCollective::Shutdown() { impl_->aborted = true; }
 
 absl::Status NcclCollective::Run(std::span<float> data, bool allreduce, int root,
-                                 const IoCheck& check) {
+                                 const exchange::IoCheck& check) {
   if (data.empty()) return absl::OkStatus();
   if (impl_->aborted) return absl::AbortedError("the NCCL communicator was shut down");
   cudaSetDevice(impl_->device);
@@ -132,11 +132,12 @@ absl::Status NcclCollective::Run(std::span<float> data, bool allreduce, int root
   return absl::OkStatus();
 }
 
-absl::Status NcclCollective::AllreduceSum(std::span<float> data, const IoCheck& check) {
+absl::Status NcclCollective::AllreduceSum(std::span<float> data, const exchange::IoCheck& check) {
   return Run(data, /*allreduce=*/true, 0, check);
 }
 
-absl::Status NcclCollective::Broadcast(std::span<float> data, int root, const IoCheck& check) {
+absl::Status NcclCollective::Broadcast(std::span<float> data, int root,
+                                       const exchange::IoCheck& check) {
   return Run(data, /*allreduce=*/false, root, check);
 }
 

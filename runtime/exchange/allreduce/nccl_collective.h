@@ -29,8 +29,8 @@ class NcclCollective final : public Collective {
   ~NcclCollective() override;
 
   std::string name() const override { return "nccl"; }
-  absl::Status AllreduceSum(std::span<float> data, const IoCheck& check) override;
-  absl::Status Broadcast(std::span<float> data, int root, const IoCheck& check) override;
+  absl::Status AllreduceSum(std::span<float> data, const exchange::IoCheck& check) override;
+  absl::Status Broadcast(std::span<float> data, int root, const exchange::IoCheck& check) override;
   int failed_peer() const override { return -1; }
   int64_t bytes_sent() const override { return bytes_.load(); }
   int64_t bytes_received() const override { return bytes_.load(); }
@@ -39,7 +39,7 @@ class NcclCollective final : public Collective {
  private:
   struct Impl;
   explicit NcclCollective(std::unique_ptr<Impl> impl);
-  absl::Status Run(std::span<float> data, bool allreduce, int root, const IoCheck& check);
+  absl::Status Run(std::span<float> data, bool allreduce, int root, const exchange::IoCheck& check);
 
   std::unique_ptr<Impl> impl_;
   int world_ = 1;

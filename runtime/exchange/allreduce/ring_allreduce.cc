@@ -28,8 +28,8 @@ size_t BytesPerElement(v1::WireDType d) { return d == v1::WIRE_DTYPE_F16 ? 2 : 4
 
 }  // namespace
 
-RingAllreduce::RingAllreduce(int rank, int world, TcpConnection right, TcpConnection left,
-                             RingOptions options)
+RingAllreduce::RingAllreduce(int rank, int world, exchange::TcpConnection right,
+                             exchange::TcpConnection left, RingOptions options)
     : rank_(rank),
       world_(world),
       right_(std::move(right)),
@@ -76,7 +76,7 @@ void RingAllreduce::Shutdown() {
   left_.Shutdown();
 }
 
-absl::Status RingAllreduce::AllreduceSum(std::span<float> data, const IoCheck& check) {
+absl::Status RingAllreduce::AllreduceSum(std::span<float> data, const exchange::IoCheck& check) {
   ++seq_;
   const int n_ranks = world_;
   const int64_t n = static_cast<int64_t>(data.size());
@@ -119,7 +119,8 @@ absl::Status RingAllreduce::AllreduceSum(std::span<float> data, const IoCheck& c
   return Run(data, send, dep, recv, options_.dtype, check);
 }
 
-absl::Status RingAllreduce::Broadcast(std::span<float> data, int root, const IoCheck& check) {
+absl::Status RingAllreduce::Broadcast(std::span<float> data, int root,
+                                      const exchange::IoCheck& check) {
   ++seq_;
   const int64_t n = static_cast<int64_t>(data.size());
   if (world_ == 1 || n == 0) return absl::OkStatus();
@@ -147,7 +148,7 @@ absl::Status RingAllreduce::Broadcast(std::span<float> data, int root, const IoC
 
 absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& send,
                                 const std::vector<int64_t>& send_dep, const std::vector<Item>& recv,
-                                v1::WireDType dtype, const IoCheck& check) {
+                                v1::WireDType dtype, const exchange::IoCheck& check) {
   left_failed_ = right_failed_ = false;
   const size_t esize = BytesPerElement(dtype);
   const bool half = dtype == v1::WIRE_DTYPE_F16;

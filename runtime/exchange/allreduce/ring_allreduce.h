@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/allreduce/collective.h"
-#include "runtime/exchange/allreduce/tcp_link.h"
+#include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::allreduce {
 
@@ -48,7 +48,8 @@ struct RingOptions {
 class RingAllreduce final : public Collective {
  public:
   // world == 1 needs no links (every collective is a no-op).
-  RingAllreduce(int rank, int world, TcpConnection right, TcpConnection left, RingOptions options);
+  RingAllreduce(int rank, int world, exchange::TcpConnection right, exchange::TcpConnection left,
+                RingOptions options);
   ~RingAllreduce() override;
   RingAllreduce(const RingAllreduce&) = delete;
   RingAllreduce& operator=(const RingAllreduce&) = delete;
@@ -58,9 +59,9 @@ class RingAllreduce final : public Collective {
 
   std::string name() const override { return "ring"; }
   // data <- elementwise sum of every rank's data (same size on all ranks).
-  absl::Status AllreduceSum(std::span<float> data, const IoCheck& check) override;
+  absl::Status AllreduceSum(std::span<float> data, const exchange::IoCheck& check) override;
   // data <- root's data, bit for bit.
-  absl::Status Broadcast(std::span<float> data, int root, const IoCheck& check) override;
+  absl::Status Broadcast(std::span<float> data, int root, const exchange::IoCheck& check) override;
   int failed_peer() const override {
     return left_failed_ ? (rank_ + world_ - 1) % world_ : right_failed_ ? (rank_ + 1) % world_ : -1;
   }
@@ -90,7 +91,7 @@ class RingAllreduce final : public Collective {
   // (-1: at once).
   absl::Status Run(std::span<float> data, const std::vector<Item>& send,
                    const std::vector<int64_t>& send_dep, const std::vector<Item>& recv,
-                   v1::WireDType dtype, const IoCheck& check);
+                   v1::WireDType dtype, const exchange::IoCheck& check);
 
   // The sender thread, started with the first collective and reused: it
   // runs one collective's send loop at a time.
@@ -98,7 +99,7 @@ class RingAllreduce final : public Collective {
   void WaitForSending();
 
   const int rank_, world_;
-  TcpConnection right_, left_;
+  exchange::TcpConnection right_, left_;
   const RingOptions options_;
   uint32_t seq_ = 0;
   bool left_failed_ = false, right_failed_ = false;

@@ -20,16 +20,16 @@ static_assert(sizeof(Handshake) == 24);
 
 }  // namespace
 
-absl::Status SendHandshake(TcpConnection& conn, int rank, uint64_t generation,
-                           const std::string& token, const IoCheck& check) {
+absl::Status SendHandshake(exchange::TcpConnection& conn, int rank, uint64_t generation,
+                           const std::string& token, const exchange::IoCheck& check) {
   Handshake h{kHandshakeMagic, static_cast<uint32_t>(rank), generation,
               static_cast<uint32_t>(token.size()), 0};
   if (absl::Status s = conn.SendAll(&h, sizeof(h), check); !s.ok()) return s;
   return conn.SendAll(token.data(), token.size(), check);
 }
 
-absl::Status ReceiveHandshake(TcpConnection& conn, int expected_rank, uint64_t generation,
-                              const std::string& token, const IoCheck& check) {
+absl::Status ReceiveHandshake(exchange::TcpConnection& conn, int expected_rank, uint64_t generation,
+                              const std::string& token, const exchange::IoCheck& check) {
   Handshake got{};
   if (absl::Status s = conn.RecvAll(&got, sizeof(got), check); !s.ok()) return s;
   if (got.magic != kHandshakeMagic || got.token_bytes > kMaxTokenBytes) {

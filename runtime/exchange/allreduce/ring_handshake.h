@@ -10,19 +10,19 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/exchange/allreduce/tcp_link.h"
+#include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::allreduce {
 
-absl::Status SendHandshake(TcpConnection& conn, int rank, uint64_t generation,
-                           const std::string& token, const IoCheck& check);
+absl::Status SendHandshake(exchange::TcpConnection& conn, int rank, uint64_t generation,
+                           const std::string& token, const exchange::IoCheck& check);
 
 // OK when the caller is `expected_rank` of `generation` with `token`;
 // PermissionDenied for a wrong token, FailedPrecondition for another rank
 // or generation, InvalidArgument for bytes that are no handshake. `check`
 // bounds the wait (the caller's deadline).
-absl::Status ReceiveHandshake(TcpConnection& conn, int expected_rank, uint64_t generation,
-                              const std::string& token, const IoCheck& check);
+absl::Status ReceiveHandshake(exchange::TcpConnection& conn, int expected_rank, uint64_t generation,
+                              const std::string& token, const exchange::IoCheck& check);
 
 }  // namespace kubetrain::allreduce
 

@@ -147,16 +147,16 @@ TEST(Ring, BroadcastCopiesTheRootBitForBit) {
 
 TEST(Ring, ACorruptStreamFailsWithAClearError) {
   // Rank 1's left neighbour is a test socket that sends a bad chunk header.
-  absl::StatusOr<TcpListener> l1 = TcpListener::Listen("127.0.0.1", 0);
-  absl::StatusOr<TcpListener> l0 = TcpListener::Listen("127.0.0.1", 0);
+  absl::StatusOr<exchange::TcpListener> l1 = exchange::TcpListener::Listen("127.0.0.1", 0);
+  absl::StatusOr<exchange::TcpListener> l0 = exchange::TcpListener::Listen("127.0.0.1", 0);
   ASSERT_TRUE(l1.ok() && l0.ok());
-  absl::StatusOr<TcpConnection> to1 =
-      TcpConnection::Connect(absl::StrCat("127.0.0.1:", l1->port()), 5, nullptr);
-  absl::StatusOr<TcpConnection> from1 =
-      TcpConnection::Connect(absl::StrCat("127.0.0.1:", l0->port()), 5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> to1 =
+      exchange::TcpConnection::Connect(absl::StrCat("127.0.0.1:", l1->port()), 5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> from1 =
+      exchange::TcpConnection::Connect(absl::StrCat("127.0.0.1:", l0->port()), 5, nullptr);
   ASSERT_TRUE(to1.ok() && from1.ok());
-  absl::StatusOr<TcpConnection> in1 = l1->Accept(5, nullptr);
-  absl::StatusOr<TcpConnection> drain = l0->Accept(5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> in1 = l1->Accept(5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> drain = l0->Accept(5, nullptr);
   ASSERT_TRUE(in1.ok() && drain.ok());
   RingAllreduce rank1(1, 2, *std::move(from1), *std::move(in1), {});
   const uint32_t bad[4] = {0xdeadbeef, 1, 0, 16};

@@ -9,13 +9,13 @@ namespace kubetrain::allreduce {
 namespace {
 
 // A connected pair over loopback: {caller side, acceptor side}.
-std::pair<TcpConnection, TcpConnection> Pair() {
-  absl::StatusOr<TcpListener> l = TcpListener::Listen("127.0.0.1", 0);
+std::pair<exchange::TcpConnection, exchange::TcpConnection> Pair() {
+  absl::StatusOr<exchange::TcpListener> l = exchange::TcpListener::Listen("127.0.0.1", 0);
   EXPECT_TRUE(l.ok()) << l.status();
-  absl::StatusOr<TcpConnection> c =
-      TcpConnection::Connect(absl::StrCat("127.0.0.1:", l->port()), 5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> c =
+      exchange::TcpConnection::Connect(absl::StrCat("127.0.0.1:", l->port()), 5, nullptr);
   EXPECT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<TcpConnection> a = l->Accept(5, nullptr);
+  absl::StatusOr<exchange::TcpConnection> a = l->Accept(5, nullptr);
   EXPECT_TRUE(a.ok()) << a.status();
   return {*std::move(c), *std::move(a)};
 }

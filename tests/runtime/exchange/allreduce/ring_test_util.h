@@ -16,20 +16,22 @@ namespace kubetrain::allreduce::testing_util {
 
 // Links rank r's right side to rank r+1's left side, for every rank.
 inline std::vector<std::unique_ptr<RingAllreduce>> MakeRing(int world, RingOptions options = {}) {
-  std::vector<TcpListener> listeners;
+  std::vector<exchange::TcpListener> listeners;
   for (int r = 0; r < world; ++r) {
-    absl::StatusOr<TcpListener> l = TcpListener::Listen("127.0.0.1", 0);
+    absl::StatusOr<exchange::TcpListener> l = exchange::TcpListener::Listen("127.0.0.1", 0);
     EXPECT_TRUE(l.ok()) << l.status();
     listeners.push_back(*std::move(l));
   }
-  std::vector<TcpConnection> right(static_cast<size_t>(world)), left(static_cast<size_t>(world));
+  std::vector<exchange::TcpConnection> right(static_cast<size_t>(world)),
+      left(static_cast<size_t>(world));
   for (int r = 0; r < world && world > 1; ++r) {
     const int next = (r + 1) % world;
-    absl::StatusOr<TcpConnection> c = TcpConnection::Connect(
+    absl::StatusOr<exchange::TcpConnection> c = exchange::TcpConnection::Connect(
         absl::StrCat("127.0.0.1:", listeners[static_cast<size_t>(next)].port()), 10, nullptr);
     EXPECT_TRUE(c.ok()) << c.status();
     right[static_cast<size_t>(r)] = *std::move(c);
-    absl::StatusOr<TcpConnection> a = listeners[static_cast<size_t>(next)].Accept(10, nullptr);
+    absl::StatusOr<exchange::TcpConnection> a =
+        listeners[static_cast<size_t>(next)].Accept(10, nullptr);
     EXPECT_TRUE(a.ok()) << a.status();
     left[static_cast<size_t>(next)] = *std::move(a);
   }

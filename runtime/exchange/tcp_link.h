@@ -1,12 +1,13 @@
-// Direct TCP links for the allreduce data plane (as Gloo does): a listener
-// on an ephemeral port, connections whose blocking sends and receives time
-// out every 100 ms to run a caller-supplied check, so a transfer stuck on a
-// silent or aborted peer stops with that check's error instead of hanging.
+// Direct TCP links for the data planes of allreduce and the parameter server
+// (as Gloo and ps-lite do): a listener on an ephemeral port, connections
+// whose blocking sends and receives time out every 100 ms to run a
+// caller-supplied check, so a transfer stuck on a silent or aborted peer
+// stops with that check's error instead of hanging.
 // TcpConnection and TcpListener are move-only owners of their socket; one
 // thread sends and another receives on the same connection safely, but two
 // threads must not send (or receive) on it at once.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_TCP_LINK_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_TCP_LINK_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_TCP_LINK_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_TCP_LINK_H_
 
 #include <atomic>
 #include <cstddef>
@@ -17,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace kubetrain::allreduce {
+namespace kubetrain::exchange {
 
 // Called while a transfer waits: a non-OK status abandons it with that
 // status (the peer was declared lost, the job aborted). May be empty.
@@ -49,6 +50,14 @@ class TcpConnection {
   absl::Status RecvAll(void* data, size_t n, const IoCheck& check);
   // Wakes any thread blocked on this connection; later I/O fails.
   void Shutdown();
+  // True when the peer has closed or reset its end (or the socket failed),
+  // without reading: a server waiting to answer asks it so it stops
+  // waiting for a caller that went away. Never blocks.
+  bool PeerHungUp() const;
+  // TCP keepalive: probe after `idle_seconds` without traffic, every
+  // `interval_seconds`, and fail the connection after `count` unanswered
+  // probes, so a blocked receive learns of a peer whose host vanished.
+  void SetKeepAlive(int idle_seconds, int interval_seconds, int count);
 
   // Test hook: caps the send rate (bytes/s, 0 = unlimited) to emulate a
   // slow network link on loopback.
@@ -88,6 +97,6 @@ class TcpListener {
 // Splits "host:port" / "[v6]:port".
 absl::Status SplitHostPort(const std::string& address, std::string* host, int* port);
 
-}  // namespace kubetrain::allreduce
+}  // namespace kubetrain::exchange
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_TCP_LINK_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_TCP_LINK_H_

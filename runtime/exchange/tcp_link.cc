@@ -1,4 +1,4 @@
-#include "runtime/exchange/allreduce/tcp_link.h"
+#include "runtime/exchange/tcp_link.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace kubetrain::allreduce {
+namespace kubetrain::exchange {
 namespace {
 
 constexpr int kPollMillis = 100;
@@ -252,6 +252,22 @@ void TcpConnection::Shutdown() {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
+bool TcpConnection::PeerHungUp() const {
+  if (fd_ < 0) return true;
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (poll(&p, 1, 0) < 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+void TcpConnection::SetKeepAlive(int idle_seconds, int interval_seconds, int count) {
+  if (fd_ < 0) return;
+  const int one = 1;
+  setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle_seconds, sizeof(idle_seconds));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval_seconds, sizeof(interval_seconds));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 TcpListener::~TcpListener() {
   if (fd_ >= 0) close(fd_);
 }
@@ -328,4 +344,4 @@ absl::StatusOr<TcpConnection> TcpListener::Accept(double timeout_seconds, const 
   }
 }
 
-}  // namespace kubetrain::allreduce
+}  // namespace kubetrain::exchange
