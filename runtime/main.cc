@@ -107,6 +107,12 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
                   "Gradient encoding on the wire (PS pushes, allreduce): fp32, fp16")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp16"}));
+  cmd->add_option("--ps-data-plane", o.ps_data_plane,
+                  "Parameter servers: carry workers' fp32 steps over a direct TCP connection on an "
+                  "ephemeral port beside gRPC (tcp), or over gRPC only (grpc: for networks that "
+                  "admit only the kubetrain-port)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "grpc"}));
   cmd->add_option("--peer-timeout", o.peer_timeout_seconds,
                   "Seconds a peer may be unreachable before this replica exits with code 129")
       ->capture_default_str();

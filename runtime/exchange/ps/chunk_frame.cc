@@ -52,16 +52,6 @@ uint8_t* PutVarintField(uint8_t* p, uint32_t field, uint64_t v) {
 // the NaN/Inf count) read what the copy just touched.
 constexpr size_t kBlockBytes = 32 * 1024;
 
-int64_t CountNonFinite(const float* v, size_t n) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof(bits));
-    bad += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
-  }
-  return bad;
-}
-
 // The TensorChunk body for `values`: its size, and a writer that fills it.
 struct ChunkLayout {
   uint64_t offset, length;

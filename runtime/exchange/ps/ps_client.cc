@@ -25,7 +25,8 @@ PsShardClient::PsShardClient(std::string name, std::string address, std::string 
                          channel_),
       push_method_(kPsPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel_),
       pull_method_(kPsPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel_),
-      push_pull_method_(kPsPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
+      push_pull_method_(kPsPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_),
+      data_(name_, address_, token_) {}
 
 // Cancelled, not closed: a destructor must not wait on a server that may be gone.
 PsShardClient::~PsShardClient() { (void)EndPushPull(StreamEnd::kCancel); }
@@ -41,6 +42,7 @@ absl::StatusOr<v1::RegisterResponse> PsShardClient::Register(const v1::RegisterR
   v1::RegisterResponse resp;
   grpc::Status s = stub_->Register(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);
+  data_.SetPort(static_cast<int>(resp.data_port()));
   return resp;
 }
 
@@ -147,7 +149,10 @@ absl::Status PsShardClient::EndPushPull(StreamEnd how) {
   return FromGrpc(s);
 }
 
-void PsShardClient::ClosePushPull() { (void)EndPushPull(StreamEnd::kClose); }
+void PsShardClient::ClosePushPull() {
+  (void)EndPushPull(StreamEnd::kClose);
+  data_.Close();
+}
 
 absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
                                                   std::span<const float> values,
@@ -157,6 +162,12 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
   *pushed = false;
   if (values.empty() || out.empty()) {
     return absl::InvalidArgumentError("PushPull of an empty range");
+  }
+  if (data_.active() && (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
+    absl::StatusOr<PullReply> r =
+        data_.PushPull(header, values, pull, out, offset, pushed, written);
+    // Not active any more: the data port was unreachable; go on over gRPC.
+    if (r.ok() || data_.active()) return r;
   }
   if (stream_ == nullptr) {
     stream_ctx_ = std::make_unique<grpc::ClientContext>();

@@ -1,7 +1,10 @@
 // PsShardClient: one worker's connection to one parameter-server shard.
 // Adds the job token to every call, chunks float ranges onto streams and
 // decodes them back. Initialize, Push and Pull go through grpc::ByteBuffer
-// frames (chunk_frame.h): one copy each way, fused with the CRC. Keeps no training state.
+// frames (chunk_frame.h): one copy each way, fused with the CRC. When the
+// shard advertises a data port at registration, PushPull steps in fp32 go
+// over the direct TCP data plane instead (ps_data_client.h: no copy at all),
+// falling back to gRPC if that port cannot be reached. Keeps no training state.
 // Thread-compatible: the exchange drives each shard from one thread at a time
 // (PushPull keeps one stream open between calls).
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_CLIENT_H_
@@ -18,14 +21,9 @@
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
 #include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/ps_data_client.h"
 
 namespace kubetrain::ps {
-
-struct PullReply {
-  int64_t global_step = 0;
-  uint64_t incarnation = 0;
-  bool finished = false;
-};
 
 class PsShardClient {
  public:
@@ -37,7 +35,8 @@ class PsShardClient {
   const std::string& name() const { return name_; }
   const std::string& address() const { return address_; }
 
-  // Unary calls wait for the channel to be ready up to `timeout`.
+  // Unary calls wait for the channel to be ready up to `timeout`. Register
+  // also learns the shard's data port (RegisterResponse.data_port).
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& req,
                                                 std::chrono::milliseconds timeout);
   // Streams `values` (the shard's range, starting at `offset`) after the
@@ -60,8 +59,13 @@ class PsShardClient {
                                      const v1::PullRequest& pull, std::span<float> out,
                                      int64_t offset, v1::WireDType dtype, bool* pushed,
                                      const std::function<void()>& written = {});
-  // Closes the PushPull stream, if open, waiting for the server's end.
+  // Closes the PushPull stream, if open, waiting for the server's end, and
+  // the data-plane connection.
   void ClosePushPull();
+  // PushPull steps go over the direct TCP data plane (tests, logs).
+  bool data_plane_active() const { return data_.active(); }
+  // A line worth logging once (the data plane connected, or was given up).
+  std::string TakeNotice() { return data_.TakeNotice(); }
   absl::StatusOr<v1::DoneResponse> Done(int worker, std::chrono::milliseconds timeout);
   absl::StatusOr<v1::StatusResponse> GetStatus(std::chrono::milliseconds timeout);
   absl::StatusOr<v1::CheckpointResponse> Checkpoint(std::chrono::milliseconds timeout);
@@ -83,6 +87,7 @@ class PsShardClient {
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_, push_pull_method_;
   FramePool push_pool_;
+  PsDataClient data_;
   // The open PushPull stream, if any.
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;

@@ -149,6 +149,7 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
           req,
           params.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
           s.range.offset, opt_.wire_dtype, &pushed, [&] { t1 = clock_.NowSeconds(); });
+      if (std::string notice = s.client->TakeNotice(); !notice.empty()) log_(notice);
       if (pushed) {
         skip_push = true;  // a retry only pulls
         resume = clock + 1;

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/exit_codes.h"
+#include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {
 
@@ -33,6 +35,24 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     return kExitPermanent;
   }
   PsService service(shard, options.token, options.metrics);
+  std::unique_ptr<PsDataServer> data_server;
+  if (options.data_plane) {
+    std::string host;
+    int ignored = 0;
+    if (absl::Status s = exchange::SplitHostPort(options.listen_address, &host, &ignored);
+        !s.ok()) {
+      log(absl::StrCat("error: ", s.message()));
+      return kExitPermanent;
+    }
+    absl::StatusOr<std::unique_ptr<PsDataServer>> d =
+        PsDataServer::Start(shard, host, options.token, options.metrics);
+    if (!d.ok()) {
+      log(absl::StrCat("error: ", d.status().message()));
+      return kExitPermanent;
+    }
+    data_server = std::move(*d);
+    service.set_data_port(data_server->port());
+  }
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -53,6 +73,9 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   }
   log(absl::StrCat("parameter server shard ", shard_options.shard_index, "/",
                    shard_options.num_shards, " listening on port ", port,
+                   data_server != nullptr
+                       ? absl::StrCat(" (data plane on port ", data_server->port(), ")")
+                       : std::string(" (gRPC only)"),
                    " mode=", shard_options.mode.ToString(), " workers=", shard_options.num_workers,
                    *restored >= 0 ? absl::StrCat(" resumed at step ", *restored) : " fresh"));
   if (options.on_listening) options.on_listening(port);
@@ -104,6 +127,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     if (!path.ok()) log(absl::StrCat("final checkpoint skipped: ", path.status().message()));
   }
   shard.Abort(absl::UnavailableError("parameter server is shutting down"));
+  if (data_server != nullptr) data_server->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   const v1::StatusResponse st = shard.Status();

@@ -25,6 +25,10 @@ struct PsServerOptions {
   PsShardOptions shard;
   std::string token;  // api::kEnvJobToken; empty disables the check
   double peer_timeout_seconds = 120;
+  // Serve workers' steps on the direct TCP data plane too (PsDataServer, on
+  // an ephemeral port of the listen address's host, advertised at
+  // registration); false: gRPC only.
+  bool data_plane = true;
   // Set when the server is listening (tests use it to learn the port).
   std::function<void(int port)> on_listening;
   // Borrowed; nullptr records nothing. Also gets workers connected and

@@ -94,6 +94,7 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
   resp->set_global_step(info->global_step);
   resp->set_worker_clock(info->worker_clock);
   resp->set_mode(o.mode.ToString());
+  resp->set_data_port(static_cast<uint32_t>(data_port_));
   return grpc::Status::OK;
 }
 

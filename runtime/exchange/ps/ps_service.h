@@ -54,6 +54,11 @@ class PsService final : public grpc::Service {
   // `metrics` (borrowed, may be null) counts the tensor bytes moved.
   PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr);
 
+  // The port of this shard's direct TCP data plane (PsDataServer), told to
+  // workers at registration; 0 (the default) advertises none. Set before
+  // serving.
+  void set_data_port(int port) { data_port_ = port; }
+
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp);
   grpc::Status Initialize(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
@@ -107,6 +112,7 @@ class PsService final : public grpc::Service {
   PsShard& shard_;
   const std::string token_;
   metrics::RuntimeMetrics* const metrics_;
+  int data_port_ = 0;
   std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
   std::shared_ptr<const PullFrames> pull_frames_;
   FramePool pull_pool_;

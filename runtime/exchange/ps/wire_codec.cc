@@ -84,4 +84,14 @@ absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
   return absl::OkStatus();
 }
 
+int64_t CountNonFinite(const float* v, size_t n) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof(bits));
+    bad += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+  }
+  return bad;
+}
+
 }  // namespace kubetrain::ps

@@ -29,6 +29,9 @@ constexpr int64_t kChunkElements = 256 * 1024;
 void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dtype,
                  v1::TensorChunk* chunk);
 
+// NaN and Inf values among v[0..n): the bits of the exponent all set.
+int64_t CountNonFinite(const float* v, size_t n);
+
 // Decodes `chunk` into out[0..length). Checks dtype, byte size and checksum.
 absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out);
 

@@ -1,0 +1,192 @@
+#include "runtime/exchange/ps/data_plane_wire.h"
+
+#include <bit>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace kubetrain::ps::data_plane {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4450544b;    // "KTPD"
+constexpr uint32_t kStepMagic = 0x5350544b;     // "KTPS"
+constexpr uint32_t kAnswerMagic = 0x5250544b;   // "KTPR"
+constexpr uint32_t kTrailerMagic = 0x5450544b;  // "KTPT"
+
+constexpr uint32_t kPushed = 1;
+constexpr uint32_t kFinished = 2;
+constexpr uint32_t kHasParams = 4;
+
+// Little-endian puts and gets at a moving position (x86 and Arm are
+// little-endian; the static_assert keeps it so).
+static_assert(std::endian::native == std::endian::little, "the data plane assumes little-endian");
+
+class Writer {
+ public:
+  explicit Writer(uint8_t* p) : p_(p) {}
+  template <typename T>
+  void Put(T v) {
+    std::memcpy(p_, &v, sizeof(v));
+    p_ += sizeof(v);
+  }
+
+ private:
+  uint8_t* p_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const uint8_t* p) : p_(p) {}
+  template <typename T>
+  T Get() {
+    T v;
+    std::memcpy(&v, p_, sizeof(v));
+    p_ += sizeof(v);
+    return v;
+  }
+
+ private:
+  const uint8_t* p_;
+};
+
+absl::Status BadMagic(const char* what, uint32_t got, uint32_t want) {
+  return absl::InvalidArgumentError(absl::StrCat("not a kubetrain PS data-plane ", what, " (magic ",
+                                                 absl::Hex(got), ", want ", absl::Hex(want), ")"));
+}
+
+}  // namespace
+
+HelloBytes EncodeHello(const Hello& h) {
+  HelloBytes b{};
+  Writer w(b.data());
+  w.Put(kHelloMagic);
+  w.Put(kVersion);
+  w.Put(h.worker);
+  w.Put(h.token_bytes);
+  w.Put(h.incarnation);
+  return b;
+}
+
+absl::StatusOr<Hello> DecodeHello(const HelloBytes& b) {
+  Reader r(b.data());
+  const uint32_t magic = r.Get<uint32_t>();
+  if (magic != kHelloMagic) return BadMagic("hello", magic, kHelloMagic);
+  const uint32_t version = r.Get<uint32_t>();
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PS data-plane version ", version, " is not this server's ", kVersion));
+  }
+  Hello h;
+  h.worker = r.Get<int32_t>();
+  h.token_bytes = r.Get<uint32_t>();
+  h.incarnation = r.Get<uint64_t>();
+  if (h.token_bytes > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a token of ", h.token_bytes, " bytes (at most ", kMaxTokenBytes, ")"));
+  }
+  return h;
+}
+
+StepHeaderBytes EncodeStepHeader(const StepHeader& h) {
+  StepHeaderBytes b{};
+  Writer w(b.data());
+  w.Put(kStepMagic);
+  w.Put(h.worker);
+  w.Put(h.step);
+  w.Put(h.incarnation);
+  w.Put(h.offset);
+  w.Put(h.length);
+  w.Put(h.min_step);
+  w.Put(h.clock);
+  return b;
+}
+
+absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b) {
+  Reader r(b.data());
+  const uint32_t magic = r.Get<uint32_t>();
+  if (magic != kStepMagic) return BadMagic("step header", magic, kStepMagic);
+  StepHeader h;
+  h.worker = r.Get<int32_t>();
+  h.step = r.Get<int64_t>();
+  h.incarnation = r.Get<uint64_t>();
+  h.offset = r.Get<int64_t>();
+  h.length = r.Get<int64_t>();
+  h.min_step = r.Get<int64_t>();
+  h.clock = r.Get<int64_t>();
+  if (h.offset < 0 || h.length <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step header with range [", h.offset, ", +", h.length, ")"));
+  }
+  return h;
+}
+
+AnswerBytes EncodeAnswer(const Answer& a) {
+  AnswerBytes b{};
+  Writer w(b.data());
+  w.Put(kAnswerMagic);
+  w.Put(static_cast<int32_t>(a.code));
+  w.Put((a.pushed ? kPushed : 0) | (a.finished ? kFinished : 0) | (a.has_params ? kHasParams : 0));
+  w.Put(a.message_bytes);
+  w.Put(a.global_step);
+  w.Put(a.incarnation);
+  w.Put(a.offset);
+  w.Put(a.length);
+  return b;
+}
+
+absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b) {
+  Reader r(b.data());
+  const uint32_t magic = r.Get<uint32_t>();
+  if (magic != kAnswerMagic) return BadMagic("answer", magic, kAnswerMagic);
+  Answer a;
+  const int32_t code = r.Get<int32_t>();
+  if (code < 0 || code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InvalidArgumentError(absl::StrCat("answer with status code ", code));
+  }
+  a.code = static_cast<absl::StatusCode>(code);
+  const uint32_t flags = r.Get<uint32_t>();
+  a.pushed = (flags & kPushed) != 0;
+  a.finished = (flags & kFinished) != 0;
+  a.has_params = (flags & kHasParams) != 0;
+  a.message_bytes = r.Get<uint32_t>();
+  a.global_step = r.Get<int64_t>();
+  a.incarnation = r.Get<uint64_t>();
+  a.offset = r.Get<int64_t>();
+  a.length = r.Get<int64_t>();
+  if (a.message_bytes > kMaxMessageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("answer with a message of ", a.message_bytes,
+                                                   " bytes (at most ", kMaxMessageBytes, ")"));
+  }
+  if (a.has_params && (a.offset < 0 || a.length <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("answer with parameters [", a.offset, ", +", a.length, ")"));
+  }
+  return a;
+}
+
+TrailerBytes EncodeTrailer(uint32_t crc) {
+  TrailerBytes b{};
+  Writer w(b.data());
+  w.Put(kTrailerMagic);
+  w.Put(crc);
+  return b;
+}
+
+absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b) {
+  Reader r(b.data());
+  const uint32_t magic = r.Get<uint32_t>();
+  if (magic != kTrailerMagic) {
+    return absl::DataLossError(absl::StrCat("payload not followed by its checksum trailer (",
+                                            absl::Hex(magic), "): the stream lost its framing"));
+  }
+  return r.Get<uint32_t>();
+}
+
+bool TokensEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace kubetrain::ps::data_plane

@@ -1,0 +1,95 @@
+// The parameter server's direct TCP data plane: the bytes on a connection.
+// gRPC (ps_service.h) carries registration and control; a worker's steps
+// can instead go over one plain TCP connection per shard, where the floats
+// leave and land in place: the worker sends straight from its gradient and
+// receives straight into its parameters, the server receives straight into
+// the worker's staging slot. The checksum (CRC-32C) of each direction is
+// computed piece by piece while the piece is in cache and travels after the
+// payload, so no pass of its own over the data is needed.
+//
+// A connection (all integers little-endian, fixed size):
+//   worker -> server  Hello (32 bytes) + token
+//   server -> worker  Answer (64 bytes) + message: OK, or why not (then closed)
+//   per step:
+//   worker -> server  StepHeader (64 bytes) + length floats + Trailer (8 bytes)
+//   server -> worker  Answer (64 bytes) + message; when OK the shard's
+//                     parameters follow: length floats + Trailer
+// Any error answer closes the connection; the worker opens a new one.
+// Pure functions; thread-safe.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kubetrain::ps::data_plane {
+
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kHelloBytes = 32;
+inline constexpr size_t kStepHeaderBytes = 64;
+inline constexpr size_t kAnswerBytes = 64;
+inline constexpr size_t kTrailerBytes = 8;
+inline constexpr uint32_t kMaxTokenBytes = 4096;
+inline constexpr uint32_t kMaxMessageBytes = 4096;
+// Payloads are checksummed in pieces of this size as they are sent or
+// received, so the checksum reads what the copy just brought into cache.
+inline constexpr size_t kPieceBytes = 256 * 1024;
+
+struct Hello {
+  int32_t worker = 0;
+  uint64_t incarnation = 0;  // the PS incarnation the worker registered with
+  uint32_t token_bytes = 0;  // the token follows the hello
+};
+
+struct StepHeader {
+  int32_t worker = 0;
+  int64_t step = 0;  // the worker's clock for this gradient (as PushHeader.step)
+  uint64_t incarnation = 0;
+  int64_t offset = 0;  // the shard's range, in floats: the payload's extent
+  int64_t length = 0;
+  int64_t min_step = 0;  // the pull that follows (as PullRequest)
+  int64_t clock = 0;
+};
+
+struct Answer {
+  absl::StatusCode code = absl::StatusCode::kOk;
+  bool pushed = false;      // the step's push was committed (or was a duplicate)
+  bool finished = false;    // every worker has finished
+  bool has_params = false;  // `length` floats and a trailer follow
+  int64_t global_step = 0;
+  uint64_t incarnation = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+  uint32_t message_bytes = 0;  // the message follows the answer
+};
+
+using HelloBytes = std::array<uint8_t, kHelloBytes>;
+using StepHeaderBytes = std::array<uint8_t, kStepHeaderBytes>;
+using AnswerBytes = std::array<uint8_t, kAnswerBytes>;
+using TrailerBytes = std::array<uint8_t, kTrailerBytes>;
+
+HelloBytes EncodeHello(const Hello& h);
+// InvalidArgument for bytes that are no hello of this version, or a token
+// longer than kMaxTokenBytes.
+absl::StatusOr<Hello> DecodeHello(const HelloBytes& b);
+
+StepHeaderBytes EncodeStepHeader(const StepHeader& h);
+absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b);
+
+AnswerBytes EncodeAnswer(const Answer& a);
+absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b);
+
+TrailerBytes EncodeTrailer(uint32_t crc);
+absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b);
+
+// Compares tokens in time that does not depend on where they differ.
+bool TokensEqual(const std::string& a, const std::string& b);
+
+}  // namespace kubetrain::ps::data_plane
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_

@@ -1,0 +1,199 @@
+#include "runtime/exchange/ps/ps_data_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
+
+namespace kubetrain::ps {
+namespace {
+
+namespace wire = data_plane;
+
+// The shard answered its gRPC registration just before: its host is up, so
+// a data port that does not answer this soon is filtered.
+constexpr double kConnectSeconds = 3;
+// As PsDataServer's: a receive waiting on a shard whose host vanished fails
+// about as soon as gRPC's keepalive would say so.
+constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
+
+exchange::IoCheck Within(double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  return [deadline] {
+    return std::chrono::steady_clock::now() > deadline
+               ? absl::DeadlineExceededError("the parameter server did not answer in time")
+               : absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+PsDataClient::PsDataClient(std::string name, std::string grpc_address, std::string token)
+    : name_(std::move(name)), grpc_address_(std::move(grpc_address)), token_(std::move(token)) {
+  int ignored = 0;
+  if (!exchange::SplitHostPort(grpc_address_, &host_, &ignored).ok()) host_.clear();
+}
+
+void PsDataClient::SetPort(int port) {
+  if (port == port_) return;
+  Close();
+  port_ = host_.empty() ? 0 : port;
+  disabled_ = false;
+  ever_connected_ = false;
+}
+
+void PsDataClient::Close() { conn_ = exchange::TcpConnection(); }
+
+std::string PsDataClient::TakeNotice() { return std::exchange(notice_, std::string()); }
+
+absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
+  const std::string address = host_.find(':') != std::string::npos
+                                  ? absl::StrCat("[", host_, "]:", port_)
+                                  : absl::StrCat(host_, ":", port_);
+  absl::StatusOr<exchange::TcpConnection> conn =
+      exchange::TcpConnection::Connect(address, kConnectSeconds, {});
+  if (!conn.ok()) {
+    if (!ever_connected_) {
+      disabled_ = true;
+      notice_ = absl::StrCat(name_, ": data plane at ", address, " unreachable (",
+                             conn.status().message(), "); exchanging over gRPC instead");
+    }
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": data plane at ", address, ": ", conn.status().message()));
+  }
+  conn->SetKeepAlive(kKeepAliveIdle, kKeepAliveInterval, kKeepAliveCount);
+  wire::Hello hello;
+  hello.worker = worker;
+  hello.incarnation = incarnation;
+  hello.token_bytes = static_cast<uint32_t>(token_.size());
+  const wire::HelloBytes hello_bytes = wire::EncodeHello(hello);
+  const exchange::IoCheck check = Within(30);
+  absl::Status s =
+      conn->SendAll(hello_bytes.data(), hello_bytes.size(), token_.data(), token_.size(), check);
+  wire::AnswerBytes answer_bytes;
+  if (s.ok()) s = conn->RecvAll(answer_bytes.data(), answer_bytes.size(), check);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": data-plane handshake with ", address, ": ", s.message()));
+  }
+  absl::StatusOr<wire::Answer> answer = wire::DecodeAnswer(answer_bytes);
+  if (!answer.ok()) {
+    return absl::DataLossError(absl::StrCat(name_, ": ", answer.status().message()));
+  }
+  conn_ = std::move(*conn);
+  if (answer->code != absl::StatusCode::kOk) {
+    return ErrorFromAnswer(answer->code, answer->message_bytes);
+  }
+  if (!ever_connected_) {
+    notice_ = absl::StrCat(name_, ": exchanging over the data plane at ", address);
+  }
+  ever_connected_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PsDataClient::ErrorFromAnswer(absl::StatusCode code, uint32_t message_bytes) {
+  std::string message(message_bytes, '\0');
+  if (!conn_.RecvAll(message.data(), message.size(), Within(5)).ok()) {
+    message = "(the message was lost)";
+  }
+  Close();
+  return absl::Status(code, message);
+}
+
+absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
+                                                 std::span<const float> values,
+                                                 const v1::PullRequest& pull, std::span<float> out,
+                                                 int64_t offset, bool* pushed,
+                                                 const std::function<void()>& written) {
+  *pushed = false;
+  if (values.empty() || out.size() != values.size()) {
+    return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
+  }
+  if (!conn_.valid()) {
+    if (absl::Status s = Connect(header.worker(), header.incarnation()); !s.ok()) return s;
+  }
+  wire::StepHeader h;
+  h.worker = header.worker();
+  h.step = header.step();
+  h.incarnation = header.incarnation();
+  h.offset = offset;
+  h.length = static_cast<int64_t>(values.size());
+  h.min_step = pull.min_step();
+  h.clock = pull.clock();
+  const wire::StepHeaderBytes head = wire::EncodeStepHeader(h);
+  // The header rides with the first piece; each piece is checksummed just
+  // before it is sent, while it is in cache for the kernel's copy.
+  const char* data = reinterpret_cast<const char*>(values.data());
+  const size_t total = values.size() * sizeof(float);
+  const size_t first = std::min(wire::kPieceBytes, total);
+  uint32_t crc = Crc32cExtend(0, data, first);
+  absl::Status sent = conn_.SendAll(head.data(), head.size(), data, first, {});
+  for (size_t off = first; off < total && sent.ok(); off += wire::kPieceBytes) {
+    const size_t n = std::min(wire::kPieceBytes, total - off);
+    crc = Crc32cExtend(crc, data + off, n);
+    sent = conn_.SendAll(data + off, n, {});
+  }
+  if (sent.ok()) {
+    const wire::TrailerBytes trailer = wire::EncodeTrailer(crc);
+    sent = conn_.SendAll(trailer.data(), trailer.size(), {});
+  }
+  wire::AnswerBytes answer_bytes;
+  // A shard that refused the step before reading it (a wrong size, say) has
+  // answered and closed: its answer says more than the failed send.
+  absl::Status got = conn_.RecvAll(answer_bytes.data(), answer_bytes.size(),
+                                   sent.ok() ? exchange::IoCheck() : Within(1));
+  if (!sent.ok() && !got.ok()) {
+    Close();
+    return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", sent.message()));
+  }
+  if (sent.ok() && written) written();
+  if (!got.ok()) {
+    Close();
+    return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", got.message()));
+  }
+  absl::StatusOr<wire::Answer> answer = wire::DecodeAnswer(answer_bytes);
+  if (!answer.ok()) {
+    Close();
+    return absl::DataLossError(absl::StrCat(name_, ": ", answer.status().message()));
+  }
+  *pushed = answer->pushed;
+  if (answer->code != absl::StatusCode::kOk) {
+    return ErrorFromAnswer(answer->code, answer->message_bytes);
+  }
+  if (!answer->has_params || answer->offset != offset ||
+      answer->length != static_cast<int64_t>(out.size())) {
+    Close();
+    return absl::DataLossError(absl::StrCat(name_, " answered with parameters [", answer->offset,
+                                            ", +", answer->length, ") for the range [", offset,
+                                            ", +", out.size(), ")"));
+  }
+  char* dst = reinterpret_cast<char*>(out.data());
+  uint32_t got_crc = 0;
+  for (size_t off = 0; off < total; off += wire::kPieceBytes) {
+    const size_t n = std::min(wire::kPieceBytes, total - off);
+    if (absl::Status s = conn_.RecvAll(dst + off, n, {}); !s.ok()) {
+      Close();
+      return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
+    }
+    got_crc = Crc32cExtend(got_crc, dst + off, n);
+  }
+  wire::TrailerBytes trailer;
+  if (absl::Status s = conn_.RecvAll(trailer.data(), trailer.size(), {}); !s.ok()) {
+    Close();
+    return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
+  }
+  absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
+  if (!want.ok() || *want != got_crc) {
+    Close();
+    return want.ok() ? absl::DataLossError(
+                           absl::StrCat(name_, ": parameters failed their checksum (CRC-32C ",
+                                        absl::Hex(got_crc), ", sent ", absl::Hex(*want), ")"))
+                     : absl::DataLossError(absl::StrCat(name_, ": ", want.status().message()));
+  }
+  return PullReply{answer->global_step, answer->incarnation, answer->finished};
+}
+
+}  // namespace kubetrain::ps

@@ -1,0 +1,348 @@
+#include "runtime/exchange/ps/ps_data_server.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/env_vars.h"
+#include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/wire_codec.h"
+
+namespace kubetrain::ps {
+namespace {
+
+using exchange::TcpConnection;
+namespace wire = data_plane;
+
+// A hello must arrive this soon after the connection.
+constexpr double kHelloSeconds = 10;
+// Keepalive on every data connection: a worker whose host vanished is
+// noticed about as soon as gRPC's keepalive (20 s + 10 s) would.
+constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
+// Snapshot copies run in blocks that stay in cache, so the checksum reads
+// what the copy just wrote.
+constexpr size_t kCopyBlockFloats = 8 * 1024;
+
+// Sends an error answer (best effort: the peer may be gone) and its message.
+void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uint64_t incarnation) {
+  std::string message(status.message().substr(0, wire::kMaxMessageBytes));
+  wire::Answer a;
+  a.code = status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal : status.code();
+  a.pushed = pushed;
+  a.incarnation = incarnation;
+  a.message_bytes = static_cast<uint32_t>(message.size());
+  const wire::AnswerBytes head = wire::EncodeAnswer(a);
+  const auto stop_soon = [deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2)] {
+    return std::chrono::steady_clock::now() > deadline
+               ? absl::DeadlineExceededError("peer not reading")
+               : absl::OkStatus();
+  };
+  conn.SendAll(head.data(), head.size(), message.data(), message.size(), stop_soon).IgnoreError();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsDataServer>> PsDataServer::Start(
+    PsShard& shard, const std::string& host, std::string token, metrics::RuntimeMetrics* metrics) {
+  absl::StatusOr<exchange::TcpListener> listener = exchange::TcpListener::Listen(host, 0);
+  if (!listener.ok()) {
+    return absl::Status(listener.status().code(),
+                        absl::StrCat("PS data plane: ", listener.status().message()));
+  }
+  std::unique_ptr<PsDataServer> s(
+      new PsDataServer(shard, std::move(*listener), std::move(token), metrics));
+  s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  return s;
+}
+
+PsDataServer::PsDataServer(PsShard& shard, exchange::TcpListener listener, std::string token,
+                           metrics::RuntimeMetrics* metrics)
+    : shard_(shard),
+      listener_(std::move(listener)),
+      port_(listener_.port()),
+      token_(std::move(token)),
+      metrics_(metrics) {}
+
+PsDataServer::~PsDataServer() { Stop(); }
+
+int PsDataServer::connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& c : connections_) n += c->done ? 0 : 1;
+  return n;
+}
+
+void PsDataServer::Stop() {
+  stopping_ = true;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::list<std::unique_ptr<Connection>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : connections_) c->conn.Shutdown();  // wakes a blocked receive or send
+    all.swap(connections_);
+  }
+  // A thread waiting in PsShard::Read sees stopping_ within 100 ms.
+  for (auto& c : all) {
+    if (c->thread.joinable()) c->thread.join();
+  }
+}
+
+void PsDataServer::ReapFinished() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->done) {
+      if ((*it)->thread.joinable()) (*it)->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PsDataServer::AcceptLoop() {
+  const auto check = [this] {
+    return stopping_ ? absl::CancelledError("stopping") : absl::OkStatus();
+  };
+  while (!stopping_) {
+    absl::StatusOr<TcpConnection> conn = listener_.Accept(1.0, check);
+    if (!conn.ok()) continue;  // the timeout, a stop, or a connection reset before accept
+    std::lock_guard<std::mutex> lock(mu_);
+    ReapFinished();
+    if (stopping_) break;
+    auto c = std::make_unique<Connection>();
+    c->conn = std::move(*conn);
+    c->conn.SetKeepAlive(kKeepAliveIdle, kKeepAliveInterval, kKeepAliveCount);
+    Connection* raw = c.get();
+    connections_.push_back(std::move(c));
+    raw->thread = std::thread([this, raw] {
+      Serve(*raw);
+      raw->done = true;
+    });
+  }
+}
+
+void PsDataServer::Serve(Connection& c) {
+  TcpConnection& conn = c.conn;
+  const uint64_t incarnation = shard_.options().incarnation;
+  const auto hello_deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(kHelloSeconds);
+  const auto hello_check = [&] {
+    if (stopping_) return absl::CancelledError("stopping");
+    return std::chrono::steady_clock::now() > hello_deadline
+               ? absl::DeadlineExceededError("no hello")
+               : absl::OkStatus();
+  };
+  wire::HelloBytes hello_bytes;
+  if (!conn.RecvAll(hello_bytes.data(), hello_bytes.size(), hello_check).ok()) return;
+  absl::StatusOr<wire::Hello> hello = wire::DecodeHello(hello_bytes);
+  if (!hello.ok()) {
+    shard_.CountRejected(metrics::RejectReason::kBadHeader,
+                         absl::StrCat("data-plane connection: ", hello.status().message()));
+    SendError(conn, hello.status(), false, incarnation);
+    return;
+  }
+  std::string token(hello->token_bytes, '\0');
+  if (!conn.RecvAll(token.data(), token.size(), hello_check).ok()) return;
+  if (!token_.empty() && !wire::TokensEqual(token, token_)) {
+    const absl::Status denied = absl::UnauthenticatedError(
+        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
+    shard_.CountRejected(
+        metrics::RejectReason::kBadToken,
+        absl::StrCat("data-plane connection of worker ", hello->worker, ": ", denied.message()));
+    SendError(conn, denied, false, incarnation);
+    return;
+  }
+  if (hello->incarnation != incarnation) {
+    SendError(conn,
+              absl::FailedPreconditionError(absl::StrCat("parameter server restarted (incarnation ",
+                                                         incarnation, ", caller has ",
+                                                         hello->incarnation, "); re-register")),
+              false, incarnation);
+    return;
+  }
+  if (hello->worker < 0 || hello->worker >= shard_.options().num_workers) {
+    SendError(conn, absl::InvalidArgumentError(absl::StrCat("unknown worker id ", hello->worker)),
+              false, incarnation);
+    return;
+  }
+  wire::Answer ok;
+  ok.incarnation = incarnation;
+  const wire::AnswerBytes ok_bytes = wire::EncodeAnswer(ok);
+  if (!conn.SendAll(ok_bytes.data(), ok_bytes.size(), hello_check).ok()) return;
+  std::vector<float> scratch;  // a duplicate push's bytes land here
+  while (!stopping_ && Step(conn, hello->worker, scratch)) {
+  }
+}
+
+bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scratch) {
+  const uint64_t incarnation = shard_.options().incarnation;
+  const auto check = [this] {
+    return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
+  };
+  wire::StepHeaderBytes head_bytes;
+  // Between steps the worker computes: wait as long as it takes (keepalive
+  // and the shard's peer timeout watch for a worker that is gone).
+  if (!conn.RecvAll(head_bytes.data(), head_bytes.size(), check).ok()) return false;
+  absl::StatusOr<wire::StepHeader> head = wire::DecodeStepHeader(head_bytes);
+  if (!head.ok()) {
+    shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(head.status().message()));
+    SendError(conn, head.status(), false, incarnation);
+    return false;
+  }
+  if (head->worker != worker) {
+    const absl::Status bad = absl::InvalidArgumentError(
+        absl::StrCat("a step of worker ", head->worker, " on the connection of worker ", worker));
+    shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(bad.message()));
+    SendError(conn, bad, false, incarnation);
+    return false;
+  }
+  if (head->incarnation != incarnation) {
+    SendError(conn,
+              absl::FailedPreconditionError(absl::StrCat("parameter server restarted (incarnation ",
+                                                         incarnation, ", caller has ",
+                                                         head->incarnation, "); re-register")),
+              false, incarnation);
+    return false;
+  }
+  const Range range = shard_.range();
+  if (head->offset != range.offset || head->length != range.length) {
+    // The payload's size is not this shard's: refuse before reading it.
+    const absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
+        "push of [", head->offset, ", ", head->offset + head->length, ") does not fit: shard ",
+        shard_.options().shard_index, " owns [", range.offset, ", ", range.end(), ")"));
+    shard_.CountRejected(metrics::RejectReason::kBadRange, std::string(bad.message()));
+    SendError(conn, bad, false, incarnation);
+    return false;
+  }
+  absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head->step, false);
+  const bool duplicate = absl::IsAlreadyExists(staging.status());
+  if (!staging.ok() && !duplicate) {
+    if (absl::IsInvalidArgument(staging.status())) {
+      shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
+                           std::string(staging.status().message()));
+    }
+    SendError(conn, staging.status(), false, incarnation);
+    return false;
+  }
+  // Receive the gradient piece by piece, checksumming and counting NaN/Inf
+  // while each piece is in cache. A duplicate (a retry of a push already
+  // committed) is read into scratch and dropped.
+  const size_t total = static_cast<size_t>(range.length);
+  const size_t piece = wire::kPieceBytes / sizeof(float);
+  if (duplicate) scratch.resize(std::min(total, piece));
+  uint32_t crc = 0;
+  int64_t nonfinite = 0;
+  absl::Status received;
+  for (size_t off = 0; off < total && received.ok(); off += piece) {
+    const size_t n = std::min(piece, total - off);
+    float* dst = duplicate ? scratch.data() : staging->data() + off;
+    received = conn.RecvAll(dst, n * sizeof(float), check);
+    if (received.ok()) {
+      crc = Crc32cExtend(crc, dst, n * sizeof(float));
+      nonfinite += CountNonFinite(dst, n);
+    }
+  }
+  wire::TrailerBytes trailer;
+  if (received.ok()) received = conn.RecvAll(trailer.data(), trailer.size(), check);
+  if (!received.ok()) {
+    // The worker went away mid-push: nothing was committed.
+    if (!duplicate) shard_.EndStaging(worker);
+    return false;
+  }
+  absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
+  absl::Status payload = want.status();
+  if (payload.ok() && *want != crc) {
+    payload = absl::DataLossError(absl::StrCat("push of worker ", worker, " step ", head->step,
+                                               " failed its checksum (CRC-32C ", absl::Hex(crc),
+                                               ", sent ", absl::Hex(*want), "): nothing applied"));
+  }
+  if (!payload.ok()) {
+    if (!duplicate) {
+      shard_.EndStaging(worker);
+      shard_.CountRejected(metrics::RejectReason::kBadChunk, std::string(payload.message()));
+    }
+    SendError(conn, payload, false, incarnation);
+    return false;
+  }
+  if (!duplicate) {
+    absl::StatusOr<PushResult> r = shard_.CommitPush(worker, head->step, nonfinite);
+    shard_.EndStaging(worker);
+    if (!r.ok()) {
+      SendError(conn, r.status(), false, incarnation);
+      return false;
+    }
+    if (metrics_ != nullptr) {
+      metrics_->AddReceivedBytes(metrics::PeerRole::kWorker,
+                                 static_cast<int64_t>(total * sizeof(float)));
+    }
+  }
+  // The pull: wait as the mode says, then send this version's snapshot.
+  std::shared_ptr<const Snapshot> snap;
+  absl::StatusOr<PullResult> pulled = shard_.Read(
+      worker, head->min_step, head->clock,
+      [&](std::span<const float> params, const PullResult& r) { snap = SnapshotOf(params, r); },
+      [&] { return stopping_.load() || conn.PeerHungUp(); });
+  if (!pulled.ok()) {
+    SendError(conn, pulled.status(), true, incarnation);
+    return false;
+  }
+  wire::Answer a;
+  a.pushed = true;
+  a.finished = snap->finished;
+  a.has_params = true;
+  a.global_step = snap->global_step;
+  a.incarnation = incarnation;
+  a.offset = range.offset;
+  a.length = range.length;
+  const wire::AnswerBytes answer = wire::EncodeAnswer(a);
+  const wire::TrailerBytes out_trailer = wire::EncodeTrailer(snap->crc);
+  if (!conn.SendAll(answer.data(), answer.size(), snap->values.data(),
+                    snap->values.size() * sizeof(float), check)
+           .ok() ||
+      !conn.SendAll(out_trailer.data(), out_trailer.size(), check).ok()) {
+    return false;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->AddSentBytes(metrics::PeerRole::kWorker,
+                           static_cast<int64_t>(snap->values.size() * sizeof(float)));
+  }
+  return true;
+}
+
+std::shared_ptr<const PsDataServer::Snapshot> PsDataServer::SnapshotOf(
+    std::span<const float> params, const PullResult& r) {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  if (current_ != nullptr && current_->version == r.version && current_->finished == r.finished &&
+      current_->values.size() == params.size()) {
+    return current_;
+  }
+  // A buffer no connection is sending from (only the pool holds it), else a
+  // new one.
+  std::shared_ptr<Snapshot> s;
+  for (const std::shared_ptr<Snapshot>& p : pool_) {
+    if (p.use_count() == 1 && p != current_) {
+      s = p;
+      break;
+    }
+  }
+  if (s == nullptr) {
+    s = std::make_shared<Snapshot>();
+    pool_.push_back(s);
+  }
+  s->version = r.version;
+  s->finished = r.finished;
+  s->global_step = r.global_step;
+  s->values.resize(params.size());
+  uint32_t crc = 0;
+  for (size_t off = 0; off < params.size(); off += kCopyBlockFloats) {
+    const size_t n = std::min(kCopyBlockFloats, params.size() - off);
+    std::memcpy(s->values.data() + off, params.data() + off, n * sizeof(float));
+    crc = Crc32cExtend(crc, s->values.data() + off, n * sizeof(float));
+  }
+  s->crc = crc;
+  current_ = s;
+  return s;
+}
+
+}  // namespace kubetrain::ps

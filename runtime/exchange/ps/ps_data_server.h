@@ -1,0 +1,101 @@
+// PsDataServer: the direct TCP data plane of one parameter-server shard
+// (data_plane_wire.h). It listens on an ephemeral port beside the gRPC
+// service, which advertises the port in RegisterResponse.data_port, and runs
+// each worker's steps on that worker's connection, one thread per
+// connection:
+//  - the hello carries the worker id, the incarnation it registered with and
+//    the job token: a wrong token is refused and counted as a bad_token
+//    rejection, as on gRPC; an old incarnation is told to re-register;
+//  - a step's gradient is received straight into the worker's staging slot
+//    (PsShard::BeginStaging), its CRC-32C and NaN/Inf count computed piece by
+//    piece as the pieces arrive, and committed only once the trailer's
+//    checksum matches and the whole range arrived: a corrupt, short or
+//    wrong-sized push commits nothing, is counted and answered with an error;
+//  - the pull then waits as the mode says (PsShard::Read) and sends the
+//    parameters from a snapshot taken once per version of them (every worker
+//    of a sync step gets the same one), checksummed as it is copied.
+// Errors end the connection after their answer; a worker that went away
+// while its pull waited is noticed (PeerHungUp) and its wait abandoned.
+//
+// Thread-safe. Stop() (and the destructor) closes the listener, wakes every
+// connection and joins the threads.
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/tcp_link.h"
+#include "runtime/metrics/runtime_metrics.h"
+
+namespace kubetrain::ps {
+
+class PsDataServer {
+ public:
+  // Listens on `host` ("0.0.0.0", "127.0.0.1", "::"), an ephemeral port.
+  // `token` empty: no authentication. `metrics` (borrowed, may be null)
+  // counts the tensor bytes moved, as PsService does.
+  static absl::StatusOr<std::unique_ptr<PsDataServer>> Start(
+      PsShard& shard, const std::string& host, std::string token,
+      metrics::RuntimeMetrics* metrics = nullptr);
+  ~PsDataServer();
+  PsDataServer(const PsDataServer&) = delete;
+  PsDataServer& operator=(const PsDataServer&) = delete;
+
+  int port() const { return port_; }
+  // Connections open now (tests).
+  int connections() const;
+  void Stop();
+
+ private:
+  struct Snapshot {
+    uint64_t version = 0;
+    bool finished = false;
+    int64_t global_step = 0;
+    uint32_t crc = 0;
+    std::vector<float> values;
+  };
+  struct Connection {
+    exchange::TcpConnection conn;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  PsDataServer(PsShard& shard, exchange::TcpListener listener, std::string token,
+               metrics::RuntimeMetrics* metrics);
+  void AcceptLoop();
+  void Serve(Connection& c);
+  // One step on an open connection; false ends the connection.
+  bool Step(exchange::TcpConnection& conn, int worker, std::vector<float>& scratch);
+  // The snapshot of the parameters for the version `params` are at.
+  std::shared_ptr<const Snapshot> SnapshotOf(std::span<const float> params, const PullResult& r);
+  void ReapFinished();  // requires mu_
+
+  PsShard& shard_;
+  exchange::TcpListener listener_;
+  const int port_;
+  const std::string token_;
+  metrics::RuntimeMetrics* const metrics_;
+  std::atomic<bool> stopping_{false};
+  std::thread accept_thread_;
+
+  mutable std::mutex mu_;
+  std::list<std::unique_ptr<Connection>> connections_;
+
+  std::mutex snapshot_mu_;
+  std::shared_ptr<Snapshot> current_;
+  // Buffers for snapshots; one is reused once no connection holds it.
+  std::vector<std::shared_ptr<Snapshot>> pool_;
+};
+
+}  // namespace kubetrain::ps
+
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
