@@ -1,0 +1,436 @@
+// The parameter server's direct TCP data plane on loopback: workers train
+// over it exactly as over gRPC; a wrong token, a corrupt, wrong-sized or
+// half-sent push and a stranger's bytes are refused, counted and commit
+// nothing; an unreachable data port falls back to gRPC; Stop() frees a
+// worker waiting at the sync barrier. Also the wire format's checks.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/ps_client.h"
+#include "runtime/exchange/ps/ps_data_server.h"
+#include "runtime/exchange/ps/ps_exchange.h"
+#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/tcp_link.h"
+
+namespace kubetrain::ps {
+namespace {
+
+using ::testing::HasSubstr;
+namespace wire = data_plane;
+
+constexpr int64_t kParams = 300000;  // more than one 256 KiB piece each way
+constexpr uint64_t kIncarnation = 4242;
+
+// One shard on loopback: gRPC for registration, and (with `tcp`) the data
+// plane beside it. `advertise` overrides the advertised data port.
+class Shard {
+ public:
+  Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1) {
+    PsShardOptions o;
+    o.num_workers = 2;
+    o.mode = *ExchangeMode::Parse(mode);
+    o.optimizer.kind = "sgd";
+    o.optimizer.momentum = 0;
+    o.lr.base_lr = 0.5f;
+    o.incarnation = kIncarnation;
+    shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
+    service_ = std::make_unique<PsService>(*shard_, token);
+    if (tcp) {
+      absl::StatusOr<std::unique_ptr<PsDataServer>> d =
+          PsDataServer::Start(*shard_, "127.0.0.1", token);
+      EXPECT_TRUE(d.ok()) << d.status();
+      data_ = std::move(*d);
+      service_->set_data_port(data_->port());
+    }
+    if (advertise >= 0) service_->set_data_port(advertise);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+  }
+  ~Shard() {
+    shard_->Abort(absl::UnavailableError("test over"));
+    if (data_ != nullptr) data_->Stop();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string data_address() const { return "127.0.0.1:" + std::to_string(data_->port()); }
+  PsShard& shard() { return *shard_; }
+  PsDataServer& data() { return *data_; }
+
+ private:
+  RealClock clock_;
+  std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<PsDataServer> data_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+PsExchangeOptions Options(const Shard& s, int worker, const std::string& mode,
+                          const std::string& token) {
+  PsExchangeOptions o;
+  o.ps_addresses = {s.address()};
+  o.worker = worker;
+  o.worker_name = "worker-" + std::to_string(worker);
+  o.initializer = worker == 0;
+  o.mode = *ExchangeMode::Parse(mode);
+  o.token = token;
+  o.peer_timeout_seconds = 10;
+  o.total_steps = 10;
+  return o;
+}
+
+// Two workers, five sync steps of different gradients; returns worker 0's
+// parameters and gathers both workers' log lines.
+std::vector<float> TrainTwoWorkers(Shard& s, std::vector<std::string>* logs) {
+  RealClock clock;
+  std::mutex mu;
+  auto log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    logs->push_back(l);
+  };
+  PsExchange w0(Options(s, 0, "sync", "t"), clock, log);
+  PsExchange w1(Options(s, 1, "sync", "t"), clock, log);
+  std::vector<float> p0(kParams), p1(kParams, -1.0f), g0(kParams), g1(kParams);
+  for (int64_t i = 0; i < kParams; ++i) p0[i] = static_cast<float>(i % 97) * 0.25f;
+  absl::StatusOr<int64_t> s1;
+  std::thread t([&] { s1 = w1.Start(p1); });
+  EXPECT_EQ(*w0.Start(p0), 0);
+  t.join();
+  EXPECT_TRUE(s1.ok()) << s1.status();
+  for (int64_t step = 0; step < 5; ++step) {
+    for (int64_t i = 0; i < kParams; ++i) {
+      g0[i] = static_cast<float>((i + step) % 13) * 0.01f;
+      g1[i] = static_cast<float>((i * 7 + step) % 11) * -0.02f;
+    }
+    absl::StatusOr<int64_t> n1;
+    std::thread t2([&] { n1 = w1.Step(step, g1, p1); });
+    absl::StatusOr<int64_t> n0 = w0.Step(step, g0, p0);
+    t2.join();
+    EXPECT_TRUE(n0.ok()) << n0.status();
+    EXPECT_TRUE(n1.ok()) << n1.status();
+  }
+  EXPECT_EQ(p0, p1);
+  EXPECT_TRUE(w0.Finish().ok());
+  EXPECT_TRUE(w1.Finish().ok());
+  return p0;
+}
+
+TEST(PsDataPlaneTest, WorkersTrainOverItAsOverGrpc) {
+  std::vector<std::string> tcp_logs, grpc_logs;
+  std::vector<float> over_tcp, over_grpc;
+  {
+    Shard s("sync", "t", /*tcp=*/true);
+    over_tcp = TrainTwoWorkers(s, &tcp_logs);
+    EXPECT_EQ(s.shard().Status().applied_pushes(), 5);  // sync: one update per step
+    EXPECT_EQ(s.shard().Status().rejected_pushes(), 0);
+  }
+  {
+    Shard s("sync", "t", /*tcp=*/false);
+    over_grpc = TrainTwoWorkers(s, &grpc_logs);
+  }
+  EXPECT_EQ(over_tcp, over_grpc);  // bit for bit
+  EXPECT_THAT(testing::PrintToString(tcp_logs), HasSubstr("exchanging over the data plane"));
+  EXPECT_THAT(testing::PrintToString(grpc_logs), ::testing::Not(HasSubstr("data plane")));
+}
+
+TEST(PsDataPlaneTest, UnreachableDataPortFallsBackToGrpcAndSaysSo) {
+  // A port nobody listens on: bind one, learn it, close it.
+  int closed_port = 0;
+  {
+    absl::StatusOr<exchange::TcpListener> l = exchange::TcpListener::Listen("127.0.0.1", 0);
+    ASSERT_TRUE(l.ok());
+    closed_port = l->port();
+  }
+  Shard s("sync", "t", /*tcp=*/false, /*advertise=*/closed_port);
+  std::vector<std::string> logs;
+  const std::vector<float> p = TrainTwoWorkers(s, &logs);
+  EXPECT_EQ(s.shard().Status().applied_pushes(), 5);  // sync: one update per step
+  EXPECT_THAT(testing::PrintToString(logs), HasSubstr("unreachable"));
+  EXPECT_THAT(testing::PrintToString(logs), HasSubstr("exchanging over gRPC instead"));
+}
+
+// A raw data-plane connection, for what a well-behaved client never sends.
+class RawWorker {
+ public:
+  explicit RawWorker(const std::string& address) {
+    absl::StatusOr<exchange::TcpConnection> c = exchange::TcpConnection::Connect(address, 5, {});
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) conn_ = std::move(*c);
+  }
+  // The hello and the server's answer to it.
+  absl::StatusOr<wire::Answer> Hello(int worker, uint64_t incarnation, const std::string& token) {
+    wire::Hello h{worker, incarnation, static_cast<uint32_t>(token.size())};
+    const wire::HelloBytes b = wire::EncodeHello(h);
+    if (absl::Status s = conn_.SendAll(b.data(), b.size(), token.data(), token.size(), Deadline());
+        !s.ok()) {
+      return s;
+    }
+    return ReadAnswer();
+  }
+  absl::Status SendHeader(const wire::StepHeader& h) {
+    const wire::StepHeaderBytes b = wire::EncodeStepHeader(h);
+    return conn_.SendAll(b.data(), b.size(), Deadline());
+  }
+  absl::Status SendFloats(const std::vector<float>& v) {
+    return conn_.SendAll(v.data(), v.size() * sizeof(float), Deadline());
+  }
+  absl::Status SendTrailer(uint32_t crc) {
+    const wire::TrailerBytes b = wire::EncodeTrailer(crc);
+    return conn_.SendAll(b.data(), b.size(), Deadline());
+  }
+  absl::StatusOr<wire::Answer> ReadAnswer() {
+    wire::AnswerBytes b;
+    if (absl::Status s = conn_.RecvAll(b.data(), b.size(), Deadline()); !s.ok()) return s;
+    absl::StatusOr<wire::Answer> a = wire::DecodeAnswer(b);
+    if (a.ok()) {
+      message_.assign(a->message_bytes, '\0');
+      if (absl::Status s = conn_.RecvAll(message_.data(), message_.size(), Deadline()); !s.ok()) {
+        return s;
+      }
+    }
+    return a;
+  }
+  const std::string& message() const { return message_; }
+  exchange::TcpConnection& conn() { return conn_; }
+
+ private:
+  static exchange::IoCheck Deadline() {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    return [end] {
+      return std::chrono::steady_clock::now() > end ? absl::DeadlineExceededError("test deadline")
+                                                    : absl::OkStatus();
+    };
+  }
+  exchange::TcpConnection conn_;
+  std::string message_;
+};
+
+// A shard in async mode with layout and parameters, registered by worker 0
+// over gRPC (the data plane only carries steps).
+class DataPlaneRefusals : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = std::make_unique<PsShardClient>("ps-0", shard_.address(), "t");
+    v1::RegisterRequest r;
+    r.set_worker(0);
+    r.set_num_params(kParams);
+    ASSERT_TRUE(client_->Register(r, std::chrono::seconds(5)).ok());
+    v1::PushHeader h;
+    h.set_worker(0);
+    h.set_incarnation(kIncarnation);
+    h.set_total_steps(10);
+    std::vector<float> init(kParams, 1.0f);
+    ASSERT_TRUE(client_->Send(/*initialize=*/true, h, init, 0, v1::WIRE_DTYPE_F32).ok());
+    ASSERT_TRUE(client_->data_plane_active());
+  }
+  wire::StepHeader Header(int64_t step, int64_t length = kParams) {
+    wire::StepHeader h;
+    h.worker = 0;
+    h.step = step;
+    h.incarnation = kIncarnation;
+    h.offset = 0;
+    h.length = length;
+    h.clock = step + 1;
+    return h;
+  }
+  // A well-formed push over a new connection: its answer.
+  absl::StatusOr<wire::Answer> GoodPush(int64_t step, float value) {
+    RawWorker w(shard_.data_address());
+    absl::StatusOr<wire::Answer> hello = w.Hello(0, kIncarnation, "t");
+    if (!hello.ok() || hello->code != absl::StatusCode::kOk) return hello;
+    std::vector<float> g(kParams, value);
+    EXPECT_TRUE(w.SendHeader(Header(step)).ok());
+    EXPECT_TRUE(w.SendFloats(g).ok());
+    EXPECT_TRUE(w.SendTrailer(Crc32c(g.data(), g.size() * sizeof(float))).ok());
+    return w.ReadAnswer();
+  }
+  int64_t Applied() { return shard_.shard().Status().applied_pushes(); }
+  int64_t Rejected() { return shard_.shard().Status().rejected_pushes(); }
+
+  Shard shard_{"async", "t", /*tcp=*/true};
+  std::unique_ptr<PsShardClient> client_;
+};
+
+TEST_F(DataPlaneRefusals, AGoodPushIsAppliedAndAnsweredWithTheParameters) {
+  absl::StatusOr<wire::Answer> a = GoodPush(0, 0.5f);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kOk);
+  EXPECT_TRUE(a->pushed);
+  EXPECT_TRUE(a->has_params);
+  EXPECT_EQ(a->length, kParams);
+  EXPECT_EQ(Applied(), 1);
+}
+
+TEST_F(DataPlaneRefusals, WrongTokenIsRefusedAndCounted) {
+  RawWorker w(shard_.data_address());
+  absl::StatusOr<wire::Answer> a = w.Hello(0, kIncarnation, "another job's token");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(w.message(), HasSubstr("missing or wrong job token"));
+  EXPECT_EQ(Rejected(), 1);
+}
+
+TEST_F(DataPlaneRefusals, OldIncarnationIsToldToReRegister) {
+  RawWorker w(shard_.data_address());
+  absl::StatusOr<wire::Answer> a = w.Hello(0, kIncarnation + 1, "t");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(w.message(), HasSubstr("re-register"));
+}
+
+TEST_F(DataPlaneRefusals, CorruptPushCommitsNothing) {
+  RawWorker w(shard_.data_address());
+  ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
+  std::vector<float> g(kParams, 0.25f);
+  const uint32_t crc = Crc32c(g.data(), g.size() * sizeof(float));
+  g[kParams / 2] = 99.0f;  // flipped in transit: the checksum was of the good bytes
+  ASSERT_TRUE(w.SendHeader(Header(0)).ok());
+  ASSERT_TRUE(w.SendFloats(g).ok());
+  ASSERT_TRUE(w.SendTrailer(crc).ok());
+  absl::StatusOr<wire::Answer> a = w.ReadAnswer();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(a->pushed);
+  EXPECT_THAT(w.message(), HasSubstr("failed its checksum"));
+  EXPECT_EQ(Applied(), 0);
+  EXPECT_EQ(Rejected(), 1);
+  // The slot was released: the retry on a new connection is applied.
+  absl::StatusOr<wire::Answer> retry = GoodPush(0, 0.25f);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->code, absl::StatusCode::kOk);
+  EXPECT_EQ(Applied(), 1);
+}
+
+TEST_F(DataPlaneRefusals, NonFiniteGradientCommitsNothing) {
+  RawWorker w(shard_.data_address());
+  ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
+  std::vector<float> g(kParams, 0.25f);
+  g[7] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(w.SendHeader(Header(0)).ok());
+  ASSERT_TRUE(w.SendFloats(g).ok());
+  ASSERT_TRUE(w.SendTrailer(Crc32c(g.data(), g.size() * sizeof(float))).ok());
+  absl::StatusOr<wire::Answer> a = w.ReadAnswer();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_NE(a->code, absl::StatusCode::kOk);
+  EXPECT_EQ(Applied(), 0);
+  EXPECT_EQ(Rejected(), 1);
+}
+
+TEST_F(DataPlaneRefusals, WrongSizedPushIsRefusedBeforeItsPayload) {
+  RawWorker w(shard_.data_address());
+  ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
+  ASSERT_TRUE(w.SendHeader(Header(0, kParams - 1)).ok());
+  absl::StatusOr<wire::Answer> a = w.ReadAnswer();  // no payload sent: answered at once
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.message(), HasSubstr("does not fit"));
+  EXPECT_EQ(Applied(), 0);
+  EXPECT_EQ(Rejected(), 1);
+}
+
+TEST_F(DataPlaneRefusals, HalfSentPushCommitsNothingAndFreesTheSlot) {
+  {
+    RawWorker w(shard_.data_address());
+    ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
+    ASSERT_TRUE(w.SendHeader(Header(0)).ok());
+    ASSERT_TRUE(w.SendFloats(std::vector<float>(kParams / 3, 0.5f)).ok());
+  }  // the worker dies mid-push
+  // The server notices the closed connection; the retry is then applied once.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (shard_.data().connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(shard_.data().connections(), 0);
+  EXPECT_EQ(Applied(), 0);
+  absl::StatusOr<wire::Answer> retry = GoodPush(0, 0.5f);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->code, absl::StatusCode::kOk);
+  EXPECT_EQ(Applied(), 1);
+}
+
+TEST_F(DataPlaneRefusals, StrangersBytesAreRefused) {
+  RawWorker w(shard_.data_address());
+  // Exactly a hello's length, so the server has read it all when it answers.
+  const std::string junk = std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n123456").substr(0, 32);
+  ASSERT_EQ(junk.size(), wire::kHelloBytes);
+  ASSERT_TRUE(w.conn().SendAll(junk.data(), junk.size(), {}).ok());
+  absl::StatusOr<wire::Answer> a = w.ReadAnswer();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.message(), HasSubstr("not a kubetrain PS data-plane hello"));
+}
+
+TEST(PsDataPlaneTest, StopFreesAWorkerWaitingAtTheSyncBarrier) {
+  Shard s("sync", "t", /*tcp=*/true);
+  RealClock clock;
+  PsExchange w0(Options(s, 0, "sync", "t"), clock, [](const std::string&) {});
+  std::vector<float> p(kParams, 1.0f), g(kParams, 0.1f);
+  ASSERT_EQ(*w0.Start(p), 0);
+  // Worker 1 never pushes: worker 0's step waits at the barrier until the
+  // server stops.
+  std::future<absl::StatusOr<int64_t>> step =
+      std::async(std::launch::async, [&] { return w0.Step(0, g, p); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s.data().connections() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(s.data().connections(), 1);
+  s.shard().Abort(absl::UnavailableError("parameter server is shutting down"));
+  s.data().Stop();
+  ASSERT_EQ(step.wait_for(std::chrono::seconds(15)), std::future_status::ready);
+  EXPECT_FALSE(step.get().ok());
+}
+
+TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
+  wire::StepHeader h{3, 17, 99, 1000, 2000, 18, 18};
+  absl::StatusOr<wire::StepHeader> back = wire::DecodeStepHeader(wire::EncodeStepHeader(h));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->worker, 3);
+  EXPECT_EQ(back->step, 17);
+  EXPECT_EQ(back->incarnation, 99u);
+  EXPECT_EQ(back->offset, 1000);
+  EXPECT_EQ(back->length, 2000);
+  EXPECT_EQ(back->min_step, 18);
+  wire::Answer a;
+  a.code = absl::StatusCode::kAborted;
+  a.pushed = true;
+  a.finished = true;
+  a.message_bytes = 12;
+  absl::StatusOr<wire::Answer> ab = wire::DecodeAnswer(wire::EncodeAnswer(a));
+  ASSERT_TRUE(ab.ok());
+  EXPECT_EQ(ab->code, absl::StatusCode::kAborted);
+  EXPECT_TRUE(ab->pushed && ab->finished && !ab->has_params);
+  EXPECT_EQ(ab->message_bytes, 12u);
+  EXPECT_EQ(*wire::DecodeTrailer(wire::EncodeTrailer(0xdeadbeef)), 0xdeadbeefu);
+
+  wire::HelloBytes hello = wire::EncodeHello({1, 2, 5});
+  hello[4] = 9;  // another version
+  EXPECT_THAT(std::string(wire::DecodeHello(hello).status().message()), HasSubstr("version 9"));
+  EXPECT_FALSE(wire::DecodeHello(wire::EncodeHello({1, 2, wire::kMaxTokenBytes + 1})).ok());
+  wire::StepHeader bad = h;
+  bad.length = 0;
+  EXPECT_FALSE(wire::DecodeStepHeader(wire::EncodeStepHeader(bad)).ok());
+  wire::TrailerBytes t = wire::EncodeTrailer(1);
+  t[0] ^= 1;
+  EXPECT_TRUE(absl::IsDataLoss(wire::DecodeTrailer(t).status()));
+  EXPECT_TRUE(wire::TokensEqual("abc", "abc"));
+  EXPECT_FALSE(wire::TokensEqual("abc", "abd"));
+  EXPECT_FALSE(wire::TokensEqual("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace kubetrain::ps
