@@ -51,7 +51,7 @@ grep -q "serving the Kubernetes API" "$E2E_STATE/logs/api-emulator.log" ||
 # (kubectl >= 1.32 sends those as Protobuf, which the emulator does not read; docs/e2e.md).
 NS=default
 JOB=fmnist-ps-sync
-job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"
+E2E_EPOCHS=$E2E_MOVING_EPOCHS job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"
 # kubectl apply as a user runs it: with kubectl's default (strict) validation.
 k apply -n "$NS" -f "$E2E_STATE/$NS.yaml" >/dev/null
 record_tj_rows $JOB "$E2E_STATE/$NS.rows" 240

@@ -9,8 +9,11 @@ E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
 E2E_EPOCHS=${E2E_EPOCHS:-2}
 E2E_ACCURACY_BAR=${E2E_ACCURACY_BAR:-0.84}
 # The operator's progress poll for the clusters the tests start (local-cluster.sh's default is
-# 2s): a 2-epoch job trains for only 5-10 s since the PS exchange got faster.
-export PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-1s}
+# 2s), and the epochs of the jobs whose test asserts that `kubectl get tj` showed progress
+# moving: on a quiet machine a 2-epoch allreduce job trains in under 3 s once its data is
+# loaded, which one or two polls may straddle; 4 epochs give such a test several polls.
+export PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-500ms}
+E2E_MOVING_EPOCHS=${E2E_MOVING_EPOCHS:-4}
 
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 skip() { echo "SKIP: $*"; exit 77; }

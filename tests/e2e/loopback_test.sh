@@ -56,7 +56,7 @@ NS=e2e-loopback
 k create namespace "$NS" >/dev/null
 JOB=fmnist-ps-sync
 # One epoch more than the other e2e jobs: the checks below need the processes alive.
-E2E_EPOCHS=${E2E_LOOPBACK_EPOCHS:-3}
+E2E_EPOCHS=${E2E_LOOPBACK_EPOCHS:-$E2E_MOVING_EPOCHS}
 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"
 k apply -n "$NS" -f "$E2E_STATE/$NS.yaml" >/dev/null
 record_tj_rows $JOB "$E2E_STATE/$NS.rows" 240 &

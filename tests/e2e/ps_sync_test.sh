@@ -1,12 +1,12 @@
 #!/bin/bash
-# kubectl apply -f examples/fmnist-ps-sync.yaml (E2E_EPOCHS epochs, cleanPodPolicy All so the
+# kubectl apply -f examples/fmnist-ps-sync.yaml (E2E_MOVING_EPOCHS epochs, cleanPodPolicy All so the
 # PS pod must go) -> kubectl wait Succeeded -> worker-0's log reaches the accuracy bar; the
 # PS pod is gone; `kubectl get tj` showed STEP/LOSS/ACCURACY moving during the run.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 use_namespace e2e-ps-sync
 JOB=fmnist-ps-sync
-job_yaml fmnist-ps-sync.yaml | sed 's/cleanPodPolicy: Running/cleanPodPolicy: All/' >"$E2E_STATE/$NS.yaml"
+E2E_EPOCHS=$E2E_MOVING_EPOCHS job_yaml fmnist-ps-sync.yaml | sed 's/cleanPodPolicy: Running/cleanPodPolicy: All/' >"$E2E_STATE/$NS.yaml"
 k apply -n "$NS" -f "$E2E_STATE/$NS.yaml"
 record_tj_rows $JOB "$E2E_STATE/$NS.rows" 240
 wait_job $JOB 10
