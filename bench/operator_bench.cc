@@ -357,6 +357,8 @@ int main(int argc, char** argv) {
       real.in_process = false;
     } else if (a == "--binary-without-rate-limit") {
       real.binary_without_rate_limit = true;
+    } else if (a == "--binary-first") {
+      real.binary_first = true;
     } else if (const char* v = value("--kcm-rate-limit=")) {
       real.kcm_rate_limit = v;
     } else {
@@ -366,6 +368,7 @@ int main(int argc, char** argv) {
                    "[--kube-api-burst=30] [--action-threads=16] "
                    "[--service-mode=PerReplica|PerJob] "
                    "[--no-job-controller] [--no-in-process] [--binary-without-rate-limit] "
+                   "[--binary-first] "
                    "[--keep-namespaces] "
                    "[--kcm-rate-limit=TEXT]]\n",
                    argv[0]);

@@ -566,6 +566,17 @@ int FreePort() {
   return port;
 }
 
+// The binary's --action-threads: the last non-zero --action-threads of the
+// bench (0 means "workers send the requests", which only the in-process
+// controller can do), else the operator's default.
+int BinaryActionThreads(const RealClusterOptions& o) {
+  int n = 16;
+  for (int t : o.action_threads) {
+    if (t > 0) n = t;
+  }
+  return n;
+}
+
 // The kubetrain-operator binary in its own process: its peak RSS.
 RunResult RunOperatorBinary(const RealClusterOptions& o, int workers, const std::string& kubeconfig,
                             Namespaces* done) {
@@ -584,6 +595,7 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, int workers, const std:
       "--namespace=" + ns,
       "--progress-interval=0",
       absl::StrCat("--workers=", workers),
+      absl::StrCat("--action-threads=", BinaryActionThreads(o)),
       "--log-level=error"};
   std::vector<std::string> argv_strings = args;
   if (!o.binary_without_rate_limit) {
@@ -617,8 +629,8 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, int workers, const std:
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
-  std::printf("kubetrain-operator process (%s), --workers=%d, %s:\n", o.operator_binary.c_str(),
-              workers,
+  std::printf("kubetrain-operator process (%s), --workers=%d --action-threads=%d, %s:\n",
+              o.operator_binary.c_str(), workers, BinaryActionThreads(o),
               o.binary_without_rate_limit ? "no client rate limit (a build without the flags)"
                                           : "same rate limit");
   PrintPods("TrainingJobs", want, result);
@@ -672,6 +684,17 @@ int RunRealCluster(const RealClusterOptions& o) {
   int rc = 0;
   Namespaces done;
   std::vector<std::pair<std::string, double>> ours;
+  auto run_binary = [&] {
+    for (int workers : o.workers) {
+      if (o.operator_binary.empty()) break;
+      RunResult r = RunOperatorBinary(o, workers, kubeconfig, &done);
+      if (r.pods_s < 0) rc = 1;
+      ours.emplace_back(absl::StrCat("kubetrain-operator, --workers=", workers,
+                                     " --action-threads=", BinaryActionThreads(o)),
+                        r.pods_s);
+    }
+  };
+  if (o.binary_first) run_binary();
   for (int workers : o.workers) {
     if (!o.in_process) break;
     for (int threads : o.action_threads) {
@@ -686,12 +709,7 @@ int RunRealCluster(const RealClusterOptions& o) {
     jobs = RunJobController(o, &done);
     if (jobs.pods_s < 0) rc = 1;
   }
-  for (int workers : o.workers) {
-    if (o.operator_binary.empty()) break;
-    RunResult r = RunOperatorBinary(o, workers, kubeconfig, &done);
-    if (r.pods_s < 0) rc = 1;
-    ours.emplace_back(absl::StrCat("kubetrain-operator, --workers=", workers), r.pods_s);
-  }
+  if (!o.binary_first) run_binary();
   for (const auto& [what, seconds] : ours) {
     if (o.job_controller && seconds > 0 && jobs.pods_s > 0) {
       std::printf("all pods exist: kubetrain (%s) %.2f s vs Job controller %.2f s: ratio %.2f\n",

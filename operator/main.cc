@@ -210,11 +210,12 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   namespace kube = kubetrain::kube;
   namespace metrics_ns = kubetrain::operator_metrics;
   kube::StreamLogger logger(std::cerr, o.log_format, o.log_level);
-  logger.Info(kLog, absl::StrCat("kubetrain-operator starting: namespace ",
-                                 o.watch_namespace.empty() ? "(all)" : o.watch_namespace,
-                                 ", workers ", o.workers, ", leader election ",
-                                 o.leader_elect ? "on" : "off", ", gang scheduler ",
-                                 o.gang_scheduler.empty() ? "(none)" : o.gang_scheduler));
+  logger.Info(kLog,
+              absl::StrCat("kubetrain-operator starting: namespace ",
+                           o.watch_namespace.empty() ? "(all)" : o.watch_namespace, ", workers ",
+                           o.workers, ", action threads ", o.action_threads, ", leader election ",
+                           o.leader_elect ? "on" : "off", ", gang scheduler ",
+                           o.gang_scheduler.empty() ? "(none)" : o.gang_scheduler));
 
   StopEvent stop;
   SignalThread signals(stop, logger);

@@ -36,6 +36,7 @@ struct RawFlags {
   std::string metrics_bind_address = ":8080";
   std::string health_probe_bind_address = ":8081";
   std::string workers = "16";
+  std::string action_threads = "16";
   std::string kube_api_qps = "20";
   std::string kube_api_burst = "30";
   std::string gang_scheduler;
@@ -106,6 +107,11 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
   option("--workers", raw.workers, "Concurrent reconciles")
       ->type_name("N")
       ->default_str(raw.workers);
+  option("--action-threads", raw.action_threads,
+         "Threads that send the API requests reconciles decide on (creates, deletes, status "
+         "writes); each waits on its requests' round trips")
+      ->type_name("N")
+      ->default_str(raw.action_threads);
   option("--kube-api-qps", raw.kube_api_qps,
          "Client-side rate limit of requests to the API server, per second, after the burst "
          "(0 = no limit)")
@@ -204,6 +210,17 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
         absl::StrCat("--workers: must be at least 1, got ", raw.workers));
   }
   o->workers = workers;
+
+  int action_threads = 0;
+  if (!absl::SimpleAtoi(raw.action_threads, &action_threads)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--action-threads: '", raw.action_threads, "' is not a whole number"));
+  }
+  if (action_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--action-threads: must be at least 1, got ", raw.action_threads));
+  }
+  o->action_threads = action_threads;
 
   if (!absl::SimpleAtod(raw.kube_api_qps, &o->throttle.qps)) {
     return absl::InvalidArgumentError(
@@ -367,6 +384,7 @@ controller::ControllerOptions ToControllerOptions(const OperatorOptions& options
   controller::ControllerOptions c;
   c.watch_namespace = options.watch_namespace;
   c.workers = options.workers;
+  c.action_threads = options.action_threads;
   c.gang_scheduler = options.gang_scheduler;
   c.progress_interval = options.progress_interval;
   return c;

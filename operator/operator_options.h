@@ -65,6 +65,8 @@ struct OperatorOptions {
   BindAddress metrics_bind_address{true, "", 8080};
   BindAddress health_probe_bind_address{true, "", 8081};
   int workers = 16;
+  // Threads that send the requests reconcile passes decide on (ActionRunner).
+  int action_threads = 16;
   // The API client's rate limit (kube::ThrottledTransport); qps 0: none.
   kube::ThrottleOptions throttle;
   std::string gang_scheduler;                            // "" or "volcano"

@@ -15,7 +15,8 @@
 #      20 QPS / burst 30; any other N runs with QPS and burst N),
 #      JOBS (500), WORKERS (16), ACTION_THREADS (16; "0,16" adds a run
 #      whose workers send the requests themselves), SERVICE_MODE
-#      (PerReplica), STATE_DIR (/tmp/kubetrain-operator-bench; wiped),
+#      (PerReplica), EXTRA (more bench flags: --binary-first runs the binary
+#      before the others, --no-in-process), STATE_DIR (/tmp/kubetrain-operator-bench; wiped),
 #      API_PORT/ETCD_PORT/ETCD_PEER/KCM_PORT (the tool's defaults),
 #      KUBE_CONTROL_PLANE (the tool's folder).
 # About 4 minutes per rate above 100 QPS, 15 at 20 QPS, on 2 cores.
@@ -29,6 +30,7 @@ JOBS=${JOBS:-500}
 WORKERS=${WORKERS:-16}
 ACTION_THREADS=${ACTION_THREADS:-16}
 SERVICE_MODE=${SERVICE_MODE:-PerReplica}
+EXTRA=${EXTRA:-}  # more bench flags, e.g. --binary-first
 BENCH=$BUILD/bench/kubetrain_operator_bench
 OPERATOR=$BUILD/operator/kubetrain-operator
 
@@ -71,7 +73,7 @@ for rate in $RATES; do
   KCM_EXTRA="$limit" "$TOOL/start.sh" "$STATE" >/dev/null
   install_crd
   KUBETRAIN_TEST_KUBECONFIG="$STATE/kubeconfig" "$BENCH" --real-cluster --jobs="$JOBS" \
-    --workers="$WORKERS" --action-threads="$ACTION_THREADS" --kube-api-qps="$rate" \
+    --workers="$WORKERS" --action-threads="$ACTION_THREADS" --kube-api-qps="$rate" $EXTRA \
     --kube-api-burst="$burst" --service-mode="$SERVICE_MODE" --kcm-rate-limit="$limit" \
     --keep-namespaces --operator-binary="$OPERATOR" || rc=1
 done

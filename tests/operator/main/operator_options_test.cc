@@ -54,6 +54,7 @@ TEST(OperatorOptionsTest, Defaults) {
   EXPECT_TRUE(o.health_probe_bind_address.enabled);
   EXPECT_EQ(o.health_probe_bind_address.port, 8081);
   EXPECT_EQ(o.workers, 16);
+  EXPECT_EQ(o.action_threads, 16);
   EXPECT_EQ(o.throttle.qps, 20);  // controller-runtime's defaults
   EXPECT_EQ(o.throttle.burst, 30);
   EXPECT_EQ(o.gang_scheduler, "");
@@ -224,6 +225,8 @@ TEST(OperatorOptionsTest, BadValues) {
       {{"--workers", "0"}, "--workers: must be at least 1, got 0"},
       {{"--workers=-2"}, "--workers: must be at least 1, got -2"},
       {{"--workers", "many"}, "--workers: 'many' is not a whole number"},
+      {{"--action-threads", "0"}, "--action-threads: must be at least 1, got 0"},
+      {{"--action-threads=lots"}, "--action-threads: 'lots' is not a whole number"},
       {{"--kube-api-qps", "fast"}, "--kube-api-qps: 'fast' is not a number"},
       {{"--kube-api-qps=-1"}, "--kube-api-qps: must be a number >= 0 (0: no limit), got -1"},
       {{"--kube-api-burst", "0"}, "--kube-api-burst: must be at least 1, got 0"},
@@ -325,12 +328,13 @@ TEST(OperatorOptionsTest, IdentityIsHostnameAndEightHexDigits) {
 
 TEST(OperatorOptionsTest, ConversionsCarryTheFlags) {
   const OperatorOptions o =
-      ParseOk({"--namespace=ns1", "--workers=3", "--gang-scheduler=volcano",
+      ParseOk({"--namespace=ns1", "--workers=3", "--action-threads=40", "--gang-scheduler=volcano",
                "--progress-interval=5s", "--leader-election-id=lease-x", "--lease-duration=3s",
                "--renew-deadline=2s", "--retry-period=1s"});
   const controller::ControllerOptions c = ToControllerOptions(o);
   EXPECT_EQ(c.watch_namespace, "ns1");
   EXPECT_EQ(c.workers, 3);
+  EXPECT_EQ(c.action_threads, 40);
   EXPECT_EQ(c.gang_scheduler, "volcano");
   EXPECT_EQ(c.progress_interval, absl::Seconds(5));
   const kube::LeaderElectionConfig le = ToLeaderElectionConfig(o, "ops", "me_00000001");
