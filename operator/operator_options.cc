@@ -200,27 +200,16 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
                      " is also the --metrics-bind-address; give them different ports"));
   }
 
-  int workers = 0;
-  if (!absl::SimpleAtoi(raw.workers, &workers)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers: '", raw.workers, "' is not a whole number"));
+  for (const auto& [flag, text, into] :
+       {std::tuple<const char*, const std::string&, int*>{"--workers", raw.workers, &o->workers},
+        {"--action-threads", raw.action_threads, &o->action_threads}}) {
+    if (!absl::SimpleAtoi(text, into)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not a whole number"));
+    }
+    if (*into < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": must be at least 1, got ", text));
+    }
   }
-  if (workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers: must be at least 1, got ", raw.workers));
-  }
-  o->workers = workers;
-
-  int action_threads = 0;
-  if (!absl::SimpleAtoi(raw.action_threads, &action_threads)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--action-threads: '", raw.action_threads, "' is not a whole number"));
-  }
-  if (action_threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--action-threads: must be at least 1, got ", raw.action_threads));
-  }
-  o->action_threads = action_threads;
 
   if (!absl::SimpleAtod(raw.kube_api_qps, &o->throttle.qps)) {
     return absl::InvalidArgumentError(
