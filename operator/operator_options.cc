@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/ascii.h"
