@@ -67,6 +67,8 @@ PsDataServer::PsDataServer(PsShard& shard, exchange::TcpListener listener, std::
 
 PsDataServer::~PsDataServer() { Stop(); }
 
+int PsDataServer::MaxConnections() const { return 4 * shard_.options().num_workers + 16; }
+
 int PsDataServer::connections() const {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
@@ -110,6 +112,14 @@ void PsDataServer::AcceptLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     ReapFinished();
     if (stopping_) break;
+    if (static_cast<int>(connections_.size()) >= MaxConnections()) {
+      const absl::Status full = absl::ResourceExhaustedError(
+          absl::StrCat("parameter server data plane: ", connections_.size(),
+                       " connections already open (at most ", MaxConnections(), ")"));
+      shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(full.message()));
+      SendError(*conn, full, false, shard_.options().incarnation);
+      continue;  // closed as `conn` goes
+    }
     auto c = std::make_unique<Connection>();
     c->conn = std::move(*conn);
     c->conn.SetKeepAlive(kKeepAliveIdle, kKeepAliveInterval, kKeepAliveCount);

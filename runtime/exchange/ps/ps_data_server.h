@@ -16,6 +16,10 @@
 //    of a sync step gets the same one), checksummed as it is copied.
 // Errors end the connection after their answer; a worker that went away
 // while its pull waited is noticed (PeerHungUp) and its wait abandoned.
+// At most MaxConnections() connections are served at once (each holds a
+// thread; one that sends no hello is dropped after 10 s): beyond that a
+// connection is answered ResourceExhausted and closed, so strangers cannot
+// pile up threads.
 //
 // Thread-safe. Stop() (and the destructor) closes the listener, wakes every
 // connection and joins the threads.
@@ -51,6 +55,9 @@ class PsDataServer {
   PsDataServer& operator=(const PsDataServer&) = delete;
 
   int port() const { return port_; }
+  // 4 per training replica (a worker reconnecting while its old connection
+  // winds down), plus 16.
+  int MaxConnections() const;
   // Connections open now (tests).
   int connections() const;
   void Stop();

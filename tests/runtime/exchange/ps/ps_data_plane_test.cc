@@ -374,6 +374,33 @@ TEST_F(DataPlaneRefusals, StrangersBytesAreRefused) {
   EXPECT_THAT(w.message(), HasSubstr("not a kubetrain PS data-plane hello"));
 }
 
+TEST_F(DataPlaneRefusals, ConnectionsBeyondTheCapAreRefusedAtOnce) {
+  const int cap = shard_.data().MaxConnections();
+  ASSERT_EQ(cap, 4 * 2 + 16);
+  std::vector<std::unique_ptr<RawWorker>> idle;  // connected, no hello yet
+  for (int i = 0; i < cap; ++i) {
+    idle.push_back(std::make_unique<RawWorker>(shard_.data_address()));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (shard_.data().connections() < cap && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(shard_.data().connections(), cap);
+  RawWorker one_more(shard_.data_address());
+  absl::StatusOr<wire::Answer> a = one_more.ReadAnswer();  // before any hello
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(one_more.message(), HasSubstr("at most 24"));
+  // Once they are gone, a worker is served again.
+  idle.clear();
+  while (shard_.data().connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  absl::StatusOr<wire::Answer> good = GoodPush(0, 0.5f);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->code, absl::StatusCode::kOk);
+}
+
 TEST(PsDataPlaneTest, StopFreesAWorkerWaitingAtTheSyncBarrier) {
   Shard s("sync", "t", /*tcp=*/true);
   RealClock clock;
