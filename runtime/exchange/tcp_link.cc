@@ -266,6 +266,9 @@ void TcpConnection::SetKeepAlive(int idle_seconds, int interval_seconds, int cou
   setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle_seconds, sizeof(idle_seconds));
   setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval_seconds, sizeof(interval_seconds));
   setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  const unsigned int user_timeout_ms =
+      static_cast<unsigned int>(idle_seconds + interval_seconds * count) * 1000u;
+  setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 TcpListener::~TcpListener() {

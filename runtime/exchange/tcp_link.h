@@ -54,9 +54,14 @@ class TcpConnection {
   // without reading: a server waiting to answer asks it so it stops
   // waiting for a caller that went away. Never blocks.
   bool PeerHungUp() const;
-  // TCP keepalive: probe after `idle_seconds` without traffic, every
-  // `interval_seconds`, and fail the connection after `count` unanswered
-  // probes, so a blocked receive learns of a peer whose host vanished.
+  // Dead-peer detection, as gRPC's keepalive gives its channels: probe after
+  // `idle_seconds` without traffic, every `interval_seconds`, and fail the
+  // connection after `count` unanswered probes; and fail it as well when
+  // sent data stays unacknowledged for idle + interval * count seconds
+  // (TCP_USER_TIMEOUT). Keepalive alone never runs while data is in flight,
+  // so a send to a peer whose address vanished (a pod recreated elsewhere)
+  // would otherwise retransmit for many minutes. A live peer that is only
+  // slow to answer acknowledges the probes and is not affected.
   void SetKeepAlive(int idle_seconds, int interval_seconds, int count);
 
   // Test hook: caps the send rate (bytes/s, 0 = unlimited) to emulate a

@@ -1,6 +1,7 @@
 #include "runtime/exchange/ps/ps_data_server.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -79,6 +80,14 @@ int PsDataServer::connections() const {
 void PsDataServer::Stop() {
   stopping_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
+  // First let each connection end by itself, so a worker waiting for its
+  // pull gets the shard's last word (Abort's reason: a lost peer makes it
+  // exit 129, as over gRPC) instead of a reset it would retry: waits end
+  // within 100 ms of stopping_, as gRPC's Shutdown lets calls finish.
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (connections() > 0 && std::chrono::steady_clock::now() < grace) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::list<std::unique_ptr<Connection>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -118,6 +118,7 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
   while (true) {
     absl::Status st;
     if (s.incarnation == 0) {
+      const uint64_t before = s.last_incarnation;
       st = RegisterShard(s, params, clock);
       if (st.ok() && push && s.resume_clock != clock) {
         // The shard moved (restarted from a checkpoint): continue from its
@@ -126,6 +127,13 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
                           "; resuming there (was at ", clock, ")"));
         resume = s.resume_clock;
         skip_push = true;
+      } else if (st.ok() && push && s.incarnation != before) {
+        // A new incarnation at this very step (restarted fresh, or from a
+        // checkpoint of this step) never saw this step's gradient, even if
+        // the one before committed it: push it again, or a sync barrier
+        // would wait for it forever.
+        resume = clock;
+        skip_push = false;
       }
     }
     if (st.ok() && !skip_push && s.push_pull) {

@@ -349,6 +349,10 @@ absl::StatusOr<PullResult> PsShard::Read(int worker, int64_t min_step, int64_t c
   };
   while (!ready()) {
     cv_.wait_for(lock, std::chrono::milliseconds(100));
+    // A wake-up that made the pull ready wins over a cancellation: a server
+    // stopping right after Abort() must still answer with the abort's reason
+    // (say, the lost peer), not with "the caller went away".
+    if (ready()) break;
     if (cancelled && cancelled()) {
       --w.in_flight;
       return absl::CancelledError("the caller went away");
