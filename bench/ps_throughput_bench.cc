@@ -94,7 +94,7 @@ double ProcessCpuSeconds() {
 class LoopbackShard {
  public:
   // `tcp`: the direct TCP data plane beside gRPC, as RunParameterServer
-  // serves by default; else gRPC only.
+  // serves with --ps-data-plane tcp; else gRPC only (its default).
   LoopbackShard(int index, int num_shards, int num_workers, const std::string& mode, bool tcp) {
     PsShardOptions o;
     o.shard_index = index;
