@@ -3,11 +3,16 @@
 #include <string.h>  // sigabbrev_np
 
 #include "absl/strings/str_cat.h"
+#include "api/exit_codes.h"
 
 namespace kubetrain::api {
 
 std::string ReplicaExit::Describe() const {
-  if (signal == 0) return absl::StrCat("exited with code ", exit_code);
+  if (signal == 0) {
+    // The runtime's code for a lost peer: the replica's own log names it.
+    return absl::StrCat("exited with code ", exit_code,
+                        exit_code == kExitPeerLost ? " (a lost peer)" : "");
+  }
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev == nullptr) return absl::StrCat("killed by signal ", signal);
   return absl::StrCat("killed by signal ", signal, " (SIG", abbrev, ")");

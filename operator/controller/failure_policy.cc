@@ -13,12 +13,15 @@ FailureDecision DecideFailures(const std::string& job_name, const api::RunPolicy
                                int total_restarts, const std::vector<FailedReplica>& failed) {
   FailureDecision d;
   if (api::ExceedsBackoffLimit(run_policy, total_restarts)) {
-    d.fail = JobFailure{"BackoffLimitExceeded",
-                        absl::StrCat("TrainingJob ", job_name,
-                                     " has failed because it has reached the specified "
-                                     "backoff limit (",
-                                     total_restarts, " restarts, backoffLimit ",
-                                     run_policy.backoff_limit.value_or(0), ")")};
+    d.fail = JobFailure{
+        "BackoffLimitExceeded",
+        absl::StrCat(
+            "TrainingJob ", job_name,
+            " has failed because it has reached the specified "
+            "backoff limit (",
+            total_restarts, " restarts, backoffLimit ", run_policy.backoff_limit.value_or(0), ")",
+            failed.empty() ? std::string()
+                           : absl::StrCat("; last failure: ", DescribeFailure(failed[0])))};
     return d;
   }
   for (size_t i = 0; i < failed.size(); ++i) {

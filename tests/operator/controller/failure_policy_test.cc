@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "api/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -59,6 +60,20 @@ TEST(DecideFailures, RestartsCountedSoFarAlreadyOverTheLimit) {
   EXPECT_EQ(d.fail->reason, "BackoffLimitExceeded");
   EXPECT_THAT(d.fail->message, HasSubstr("3 restarts, backoffLimit 2"));
   EXPECT_THAT(d.restart, IsEmpty());
+}
+
+TEST(DecideFailures, OverTheLimitNamesTheFailureAtHand) {
+  // In-place restarts already used the limit up; the replica failing now is
+  // the one the message must name (a lost peer, here).
+  const FailureDecision d = DecideFailures(
+      "job", Backoff(3), 4,
+      {Failed(0, api::ReplicaExit::Code(kExitPeerLost), api::RestartPolicy::kExitCode)});
+  ASSERT_TRUE(d.fail.has_value());
+  EXPECT_EQ(d.fail->reason, "BackoffLimitExceeded");
+  EXPECT_THAT(d.fail->message, HasSubstr("4 restarts, backoffLimit 3"));
+  EXPECT_THAT(d.fail->message,
+              HasSubstr("last failure: worker-0 (pod job-worker-0) exited with code 129 (a lost "
+                        "peer)"));
 }
 
 TEST(DecideFailures, TheRestartThatWouldPassTheLimitFailsTheJob) {
