@@ -63,6 +63,7 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 
 namespace kubetrain::ps {
@@ -314,12 +315,7 @@ bool FloorServerStep(int fd, std::vector<char>& grad, std::vector<float>& params
     const size_t k = std::min(kPieceBytes, n - off);
     if (!RecvAll(fd, grad.data() + off, k, /*eof_ok=*/off == 0)) return false;
     crc = Crc32cExtend(crc, grad.data() + off, k);
-    const float* f = reinterpret_cast<const float*>(grad.data() + off);
-    for (size_t i = 0; i < k / 4; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, f + i, sizeof(bits));
-      nonfinite += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
-    }
+    nonfinite += CountNonFinite(reinterpret_cast<const float*>(grad.data() + off), k / 4);
   }
   uint32_t want = 0;
   RecvAll(fd, reinterpret_cast<char*>(&want), sizeof(want), /*eof_ok=*/false);
