@@ -108,9 +108,9 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp16"}));
   cmd->add_option("--ps-data-plane", o.ps_data_plane,
-                  "Parameter servers: carry workers' fp32 steps over gRPC only (grpc), or also "
-                  "offer a direct TCP connection on an ephemeral port beside it (tcp: 1.1-1.8x "
-                  "gRPC's throughput; opt-in until it recovers from cut links as gRPC does)")
+                  "Parameter servers: also offer workers a direct TCP connection for their fp32 "
+                  "steps on an ephemeral port beside gRPC (tcp: 1.1-1.8x gRPC's throughput), or "
+                  "carry every step over gRPC (grpc)")
       ->capture_default_str()
       ->check(CLI::IsMember({"tcp", "grpc"}));
   cmd->add_option("--peer-timeout", o.peer_timeout_seconds,

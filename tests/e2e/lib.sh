@@ -71,11 +71,14 @@ wait_until() {
 }
 
 # job_yaml EXAMPLE [EXTRA_ARG...]: the example with E2E_EPOCHS epochs and extra container
-# args, on stdout.
+# args, on stdout. E2E_JOB_ARGS (words) adds args to every job, e.g. to run the suite with
+# E2E_JOB_ARGS="--ps-data-plane grpc".
 job_yaml() {
   local src=$1; shift
-  local extra=""
-  for a in "$@"; do extra+=", \"$a\""; done
+  local extra="" a
+  # shellcheck disable=SC2206
+  local all=("$@" ${E2E_JOB_ARGS:-})
+  for a in "${all[@]}"; do extra+=", \"$a\""; done
   sed -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|" "$ROOT/examples/$src"
 }
 

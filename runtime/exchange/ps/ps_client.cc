@@ -154,6 +154,27 @@ void PsShardClient::ClosePushPull() {
   data_.Close();
 }
 
+// A data-plane step that waits longer than this asks the shard whether it
+// restarted; a sync barrier normally releases within milliseconds, so a
+// healthy job rarely asks at all.
+constexpr std::chrono::seconds kAskAfter(1);
+constexpr std::chrono::milliseconds kAnswerWithin(800);
+
+exchange::IoCheck PsShardClient::StillTheSameShard(uint64_t incarnation) {
+  auto next = std::chrono::steady_clock::now() + kAskAfter;
+  return [this, incarnation, next]() mutable -> absl::Status {
+    if (std::chrono::steady_clock::now() < next) return absl::OkStatus();
+    absl::StatusOr<v1::StatusResponse> st = GetStatus(kAnswerWithin);
+    next = std::chrono::steady_clock::now() + kAskAfter;
+    // No answer says nothing: the link may be down while the shard waits
+    // too; keepalive and the peer timeout decide that case.
+    if (!st.ok() || st->incarnation() == incarnation) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(name_, " restarted (incarnation ", incarnation,
+                                               ", now ", st->incarnation(),
+                                               ") while this step waited on it"));
+  };
+}
+
 absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
                                                   std::span<const float> values,
                                                   const v1::PullRequest& pull, std::span<float> out,
@@ -165,7 +186,8 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
   }
   if (data_.active() && (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
     absl::StatusOr<PullReply> r =
-        data_.PushPull(header, values, pull, out, offset, pushed, written);
+        data_.PushPull(header, values, pull, out, offset, pushed, written,
+                       StillTheSameShard(header.incarnation()));
     // Not active any more: the data port was unreachable; go on over gRPC.
     if (r.ok() || data_.active()) return r;
   }

@@ -76,6 +76,9 @@ class PsShardClient {
   // last step, kEnded when the server has ended it, kCancel to abandon it.
   enum class StreamEnd { kClose, kEnded, kCancel };
   absl::Status EndPushPull(StreamEnd how);
+  // For a data-plane step's waits: fails once the shard answers GetStatus
+  // with an incarnation other than `incarnation` (it restarted).
+  exchange::IoCheck StillTheSameShard(uint64_t incarnation);
   // Reads a pull's frames from `next` into `out`; DataLoss on a bad frame
   // (after draining nothing: the caller ends the call).
   template <typename Next>

@@ -107,7 +107,8 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
                                                  std::span<const float> values,
                                                  const v1::PullRequest& pull, std::span<float> out,
                                                  int64_t offset, bool* pushed,
-                                                 const std::function<void()>& written) {
+                                                 const std::function<void()>& written,
+                                                 const exchange::IoCheck& waiting) {
   *pushed = false;
   if (values.empty() || out.size() != values.size()) {
     return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
@@ -130,21 +131,21 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
   const size_t total = values.size() * sizeof(float);
   const size_t first = std::min(wire::kPieceBytes, total);
   uint32_t crc = Crc32cExtend(0, data, first);
-  absl::Status sent = conn_.SendAll(head.data(), head.size(), data, first, {});
+  absl::Status sent = conn_.SendAll(head.data(), head.size(), data, first, waiting);
   for (size_t off = first; off < total && sent.ok(); off += wire::kPieceBytes) {
     const size_t n = std::min(wire::kPieceBytes, total - off);
     crc = Crc32cExtend(crc, data + off, n);
-    sent = conn_.SendAll(data + off, n, {});
+    sent = conn_.SendAll(data + off, n, waiting);
   }
   if (sent.ok()) {
     const wire::TrailerBytes trailer = wire::EncodeTrailer(crc);
-    sent = conn_.SendAll(trailer.data(), trailer.size(), {});
+    sent = conn_.SendAll(trailer.data(), trailer.size(), waiting);
   }
   wire::AnswerBytes answer_bytes;
   // A shard that refused the step before reading it (a wrong size, say) has
   // answered and closed: its answer says more than the failed send.
   absl::Status got = conn_.RecvAll(answer_bytes.data(), answer_bytes.size(),
-                                   sent.ok() ? exchange::IoCheck() : Within(1));
+                                   sent.ok() ? waiting : Within(1));
   if (!sent.ok() && !got.ok()) {
     Close();
     return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", sent.message()));
@@ -174,14 +175,14 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
   uint32_t got_crc = 0;
   for (size_t off = 0; off < total; off += wire::kPieceBytes) {
     const size_t n = std::min(wire::kPieceBytes, total - off);
-    if (absl::Status s = conn_.RecvAll(dst + off, n, {}); !s.ok()) {
+    if (absl::Status s = conn_.RecvAll(dst + off, n, waiting); !s.ok()) {
       Close();
       return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
     }
     got_crc = Crc32cExtend(got_crc, dst + off, n);
   }
   wire::TrailerBytes trailer;
-  if (absl::Status s = conn_.RecvAll(trailer.data(), trailer.size(), {}); !s.ok()) {
+  if (absl::Status s = conn_.RecvAll(trailer.data(), trailer.size(), waiting); !s.ok()) {
     Close();
     return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
   }

@@ -51,10 +51,20 @@ class PsDataClient {
   // the connection failed, DataLoss for a corrupt answer, else the shard's
   // own error. When the first connection to a port fails, active() turns
   // false (use gRPC) and the error is returned.
+  //
+  // `waiting` (may be empty) runs every 100 ms while the step waits on the
+  // connection (a send the kernel cannot take, an answer not yet there); an
+  // error from it closes the connection and is returned. PsShardClient
+  // uses it to ask the shard over gRPC whether it is still the incarnation
+  // this step was sent to: a shard that restarted while its old
+  // connection's last bytes were lost (a cut link) would otherwise leave
+  // the worker waiting for TCP keepalive, 30 s, longer than the new
+  // incarnation's peer timeout.
   absl::StatusOr<PullReply> PushPull(const v1::PushHeader& header, std::span<const float> values,
                                      const v1::PullRequest& pull, std::span<float> out,
                                      int64_t offset, bool* pushed,
-                                     const std::function<void()>& written);
+                                     const std::function<void()>& written,
+                                     const exchange::IoCheck& waiting = {});
   void Close();
   // A line to log, once: the data plane was given up, or first connected.
   std::string TakeNotice();

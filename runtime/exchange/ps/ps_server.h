@@ -27,9 +27,8 @@ struct PsServerOptions {
   double peer_timeout_seconds = 120;
   // Serve workers' steps on the direct TCP data plane too (PsDataServer, on
   // an ephemeral port of the listen address's host, advertised at
-  // registration); false: gRPC only. Off by default (--ps-data-plane tcp
-  // turns it on): see docs/runtime.md for the cut-link recovery it lacks.
-  bool data_plane = false;
+  // registration); false: gRPC only (--ps-data-plane grpc).
+  bool data_plane = true;
   // Set when the server is listening (tests use it to learn the port).
   std::function<void(int port)> on_listening;
   // Borrowed; nullptr records nothing. Also gets workers connected and

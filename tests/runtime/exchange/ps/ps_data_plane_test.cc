@@ -2,9 +2,11 @@
 // over it exactly as over gRPC; a wrong token, a corrupt, wrong-sized or
 // half-sent push and a stranger's bytes are refused, counted and commit
 // nothing; an unreachable data port falls back to gRPC; Stop() frees a
-// worker waiting at the sync barrier. Also the wire format's checks.
+// worker waiting at the sync barrier, and a step waiting on a shard that
+// restarted behind a silent connection ends soon. Also the wire format's checks.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -28,6 +30,7 @@ namespace kubetrain::ps {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace wire = data_plane;
 
 constexpr int64_t kParams = 300000;  // more than one 256 KiB piece each way
@@ -420,6 +423,148 @@ TEST(PsDataPlaneTest, StopFreesAWorkerWaitingAtTheSyncBarrier) {
   s.data().Stop();
   ASSERT_EQ(step.wait_for(std::chrono::seconds(15)), std::future_status::ready);
   EXPECT_FALSE(step.get().ok());
+}
+
+// A shard whose data port is a black hole: it answers the hello, then
+// swallows every byte and never answers, as the connection to a shard that
+// died while its link was cut looks from the worker's side (the shard's FIN
+// was lost). Its gRPC side answers Register and GetStatus with
+// `incarnation`, which the test changes to play the shard's restart.
+class BlackHoleShard : public v1::ParameterServer::Service {
+ public:
+  BlackHoleShard() {
+    absl::StatusOr<exchange::TcpListener> l = exchange::TcpListener::Listen("127.0.0.1", 0);
+    EXPECT_TRUE(l.ok()) << l.status();
+    listener_ = std::move(*l);
+    hole_ = std::thread([this] { Swallow(); });
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+  }
+  ~BlackHoleShard() override {
+    stop_ = true;
+    hole_.join();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::atomic<uint64_t> incarnation{7};
+  std::atomic<int> status_calls{0};
+  // Closes the swallowed connection: the worker's wait ends on its own.
+  std::atomic<bool> hang_up{false};
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override {
+    resp->set_incarnation(incarnation);
+    resp->set_num_shards(1);
+    resp->mutable_range()->set_length(req->num_params());
+    resp->set_initialized(true);
+    resp->set_mode("sync");
+    resp->set_data_port(static_cast<uint32_t>(listener_.port()));
+    return grpc::Status::OK;
+  }
+  grpc::Status GetStatus(grpc::ServerContext*, const v1::StatusRequest*,
+                         v1::StatusResponse* resp) override {
+    ++status_calls;
+    resp->set_incarnation(incarnation);
+    return grpc::Status::OK;
+  }
+
+ private:
+  void Swallow() {
+    const exchange::IoCheck until_stop = [this] {
+      return stop_ ? absl::CancelledError("stop") : absl::OkStatus();
+    };
+    absl::StatusOr<exchange::TcpConnection> c = listener_.Accept(30, until_stop);
+    if (!c.ok()) return;
+    wire::HelloBytes hello;
+    if (!c->RecvAll(hello.data(), hello.size(), until_stop).ok()) return;
+    absl::StatusOr<wire::Hello> h = wire::DecodeHello(hello);
+    if (!h.ok()) return;
+    std::string token(h->token_bytes, '\0');
+    if (!c->RecvAll(token.data(), token.size(), until_stop).ok()) return;
+    const wire::AnswerBytes ok = wire::EncodeAnswer(wire::Answer{});
+    if (!c->SendAll(ok.data(), ok.size(), until_stop).ok()) return;
+    std::vector<char> sink(1 << 16);
+    while (!stop_ && !hang_up) {
+      // Reads what comes, answers nothing.
+      (void)c->RecvAll(sink.data(), 1, [this] {
+        return stop_ || hang_up ? absl::CancelledError("stop") : absl::OkStatus();
+      });
+    }
+  }
+
+  exchange::TcpListener listener_;
+  std::thread hole_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+absl::StatusOr<PullReply> PushPullTo(PsShardClient& c, uint64_t incarnation,
+                                     std::vector<float>& params) {
+  v1::PushHeader h;
+  h.set_worker(0);
+  h.set_step(0);
+  h.set_incarnation(incarnation);
+  v1::PullRequest pull;
+  pull.set_worker(0);
+  pull.set_incarnation(incarnation);
+  pull.set_min_step(1);
+  pull.set_clock(1);
+  const std::vector<float> g(params.size(), 0.5f);
+  bool pushed = false;
+  return c.PushPull(h, g, pull, params, 0, v1::WIRE_DTYPE_F32, &pushed, {});
+}
+
+TEST(PsDataPlaneTest, AStepWaitingOnAShardThatRestartedEndsSoon) {
+  BlackHoleShard shard;
+  PsShardClient client("ps-0", shard.address(), "t");
+  v1::RegisterRequest r;
+  r.set_worker(0);
+  r.set_num_params(1000);
+  ASSERT_TRUE(client.Register(r, std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(client.data_plane_active());
+  std::vector<float> params(1000);
+  std::future<absl::StatusOr<PullReply>> step = std::async(
+      std::launch::async, [&] { return PushPullTo(client, shard.incarnation, params); });
+  // Still the same shard: asked, and the step goes on waiting.
+  const auto asked_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (shard.status_calls < 2 && std::chrono::steady_clock::now() < asked_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(shard.status_calls, 2) << "the waiting step never asked whether the shard restarted";
+  EXPECT_EQ(step.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  // The shard restarts; its old connection stays silent.
+  shard.incarnation = 8;
+  ASSERT_EQ(step.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  absl::StatusOr<PullReply> got = step.get();
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("ps-0 restarted (incarnation 7, now 8)"));
+}
+
+TEST(PsDataPlaneTest, AStepWaitingOnTheSameShardKeepsWaiting) {
+  BlackHoleShard shard;
+  PsShardClient client("ps-0", shard.address(), "t");
+  v1::RegisterRequest r;
+  r.set_worker(0);
+  r.set_num_params(1000);
+  ASSERT_TRUE(client.Register(r, std::chrono::seconds(5)).ok());
+  std::vector<float> params(1000);
+  std::future<absl::StatusOr<PullReply>> step = std::async(
+      std::launch::async, [&] { return PushPullTo(client, shard.incarnation, params); });
+  const auto asked_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (shard.status_calls < 3 && std::chrono::steady_clock::now() < asked_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(shard.status_calls, 3);
+  EXPECT_EQ(step.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "a shard that answers with the same incarnation is not a restarted one";
+  shard.hang_up = true;  // the wait ends as it always did: the peer closed
+  ASSERT_EQ(step.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  absl::StatusOr<PullReply> got = step.get();
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_THAT(got.status().message(), Not(HasSubstr("restarted")));
 }
 
 TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
