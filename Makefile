@@ -32,7 +32,7 @@ run:
 	@$(CONFIGURE)
 	@echo "make run: building $(KUBETRAIN) with $(JOBS) jobs (not the tests: make test builds those)"
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target kubetrain
-	@echo "make run: kubetrain run examples/fmnist-ps-sync.yaml (1 PS + 2 workers, 15-25 s on 2 cores)"
+	@echo "make run: kubetrain run examples/fmnist-ps-sync.yaml (1 PS + 2 workers, 13-20 s on 2 cores)"
 	$(KUBETRAIN) run examples/fmnist-ps-sync.yaml
 
 test: build
