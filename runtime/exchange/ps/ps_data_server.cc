@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,9 +22,6 @@ constexpr double kHelloSeconds = 10;
 // Keepalive on every data connection: a worker whose host vanished is
 // noticed about as soon as gRPC's keepalive (20 s + 10 s) would.
 constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
-// Snapshot copies run in blocks that stay in cache, so the checksum reads
-// what the copy just wrote.
-constexpr size_t kCopyBlockFloats = 8 * 1024;
 
 // Sends an error answer (best effort: the peer may be gone) and its message.
 void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uint64_t incarnation) {
@@ -296,11 +293,14 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scr
                                  static_cast<int64_t>(total * sizeof(float)));
     }
   }
-  // The pull: wait as the mode says, then send this version's snapshot.
-  std::shared_ptr<const Snapshot> snap;
+  // The pull: wait as the mode says, then send the parameters pinned.
+  Pinned snap;
   absl::StatusOr<PullResult> pulled = shard_.Read(
       worker, head->min_step, head->clock,
-      [&](std::span<const float> params, const PullResult& r) { snap = SnapshotOf(params, r); },
+      [&](std::span<const float> params, const PullResult& r) {
+        snap.result = r;
+        snap.values = params;
+      },
       [&] { return stopping_.load() || conn.PeerHungUp(); });
   if (!pulled.ok()) {
     SendError(conn, pulled.status(), true, incarnation);
@@ -308,60 +308,49 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scr
   }
   wire::Answer a;
   a.pushed = true;
-  a.finished = snap->finished;
+  a.finished = snap.result.finished;
   a.has_params = true;
-  a.global_step = snap->global_step;
+  a.global_step = snap.result.global_step;
   a.incarnation = incarnation;
   a.offset = range.offset;
   a.length = range.length;
-  const wire::AnswerBytes answer = wire::EncodeAnswer(a);
-  const wire::TrailerBytes out_trailer = wire::EncodeTrailer(snap->crc);
-  if (!conn.SendAll(answer.data(), answer.size(), snap->values.data(),
-                    snap->values.size() * sizeof(float), check)
-           .ok() ||
-      !conn.SendAll(out_trailer.data(), out_trailer.size(), check).ok()) {
-    return false;
-  }
+  if (!SendParams(conn, wire::EncodeAnswer(a), snap, check).ok()) return false;
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(metrics::PeerRole::kWorker,
-                           static_cast<int64_t>(snap->values.size() * sizeof(float)));
+                           static_cast<int64_t>(snap.values.size() * sizeof(float)));
   }
   return true;
 }
 
-std::shared_ptr<const PsDataServer::Snapshot> PsDataServer::SnapshotOf(
-    std::span<const float> params, const PullResult& r) {
-  std::lock_guard<std::mutex> lock(snapshot_mu_);
-  if (current_ != nullptr && current_->version == r.version && current_->finished == r.finished &&
-      current_->values.size() == params.size()) {
-    return current_;
+absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerBytes& answer,
+                                      const Pinned& p, const exchange::IoCheck& check) {
+  const uint64_t version = p.result.version;
+  std::optional<uint32_t> known;
+  {
+    std::lock_guard<std::mutex> lock(crc_mu_);
+    if (crc_version_ == version) known = crc_;
   }
-  // A buffer no connection is sending from (only the pool holds it), else a
-  // new one.
-  std::shared_ptr<Snapshot> s;
-  for (const std::shared_ptr<Snapshot>& p : pool_) {
-    if (p.use_count() == 1 && p != current_) {
-      s = p;
-      break;
-    }
-  }
-  if (s == nullptr) {
-    s = std::make_shared<Snapshot>();
-    pool_.push_back(s);
-  }
-  s->version = r.version;
-  s->finished = r.finished;
-  s->global_step = r.global_step;
-  s->values.resize(params.size());
+  const char* data = reinterpret_cast<const char*>(p.values.data());
+  const size_t total = p.values.size() * sizeof(float);
   uint32_t crc = 0;
-  for (size_t off = 0; off < params.size(); off += kCopyBlockFloats) {
-    const size_t n = std::min(kCopyBlockFloats, params.size() - off);
-    std::memcpy(s->values.data() + off, params.data() + off, n * sizeof(float));
-    crc = Crc32cExtend(crc, s->values.data() + off, n * sizeof(float));
+  // The answer rides with the first piece.
+  for (size_t off = 0; off < total || off == 0; off += wire::kPieceBytes) {
+    const size_t n = std::min(wire::kPieceBytes, total - off);
+    if (!known) crc = Crc32cExtend(crc, data + off, n);
+    absl::Status s = off == 0 ? conn.SendAll(answer.data(), answer.size(), data, n, check)
+                              : conn.SendAll(data + off, n, check);
+    if (!s.ok()) return s;
+    if (total == 0) break;
   }
-  s->crc = crc;
-  current_ = s;
-  return s;
+  if (known) {
+    crc = *known;
+  } else {
+    std::lock_guard<std::mutex> lock(crc_mu_);
+    crc_version_ = version;
+    crc_ = crc;
+  }
+  const wire::TrailerBytes trailer = wire::EncodeTrailer(crc);
+  return conn.SendAll(trailer.data(), trailer.size(), check);
 }
 
 }  // namespace kubetrain::ps

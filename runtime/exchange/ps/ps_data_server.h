@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/tcp_link.h"
 #include "runtime/metrics/runtime_metrics.h"
@@ -63,12 +64,11 @@ class PsDataServer {
   void Stop();
 
  private:
-  struct Snapshot {
-    uint64_t version = 0;
-    bool finished = false;
-    int64_t global_step = 0;
-    uint32_t crc = 0;
-    std::vector<float> values;
+  // The parameters a pull answers with: pinned in the shard (it copies on
+  // its next update while this is held), so they are sent with no copy.
+  struct Pinned {
+    PullResult result;  // its pin holds the buffer
+    std::span<const float> values;
   };
   struct Connection {
     exchange::TcpConnection conn;
@@ -82,8 +82,12 @@ class PsDataServer {
   void Serve(Connection& c);
   // One step on an open connection; false ends the connection.
   bool Step(exchange::TcpConnection& conn, int worker, std::vector<float>& scratch);
-  // The snapshot of the parameters for the version `params` are at.
-  std::shared_ptr<const Snapshot> SnapshotOf(std::span<const float> params, const PullResult& r);
+  // Sends `p`'s parameters and their CRC-32C trailer after `answer`. The
+  // checksum of a version is computed once, piece by piece while each piece
+  // is in cache for the kernel's copy; a sender that finds it known for
+  // that version sends it without reading the bytes.
+  absl::Status SendParams(exchange::TcpConnection& conn, const data_plane::AnswerBytes& answer,
+                          const Pinned& p, const exchange::IoCheck& check);
   void ReapFinished();  // requires mu_
 
   PsShard& shard_;
@@ -97,10 +101,9 @@ class PsDataServer {
   mutable std::mutex mu_;
   std::list<std::unique_ptr<Connection>> connections_;
 
-  std::mutex snapshot_mu_;
-  std::shared_ptr<Snapshot> current_;
-  // Buffers for snapshots; one is reused once no connection holds it.
-  std::vector<std::shared_ptr<Snapshot>> pool_;
+  std::mutex crc_mu_;
+  uint64_t crc_version_ = 0;  // 0: none known yet (versions start at 1)
+  uint32_t crc_ = 0;
 };
 
 }  // namespace kubetrain::ps

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -40,7 +41,8 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   num_params_ = num_params;
   range_ = ShardRange(num_params, opt_.num_shards, opt_.shard_index);
   const size_t n = static_cast<size_t>(range_.length);
-  params_ = AlignedBuffer(n);
+  params_ = std::make_shared<AlignedBuffer>(n);
+  params_pool_ = {params_};
   sum_ = AlignedBuffer(n);
   for (Worker& w : workers_) w.slot = AlignedBuffer(n);
   absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
@@ -73,7 +75,7 @@ absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
     return absl::FailedPreconditionError(
         absl::StrCat(ckpt->path, ": optimizer state does not match this optimizer's"));
   }
-  std::copy(ckpt->params.begin(), ckpt->params.end(), params_.data());
+  std::copy(ckpt->params.begin(), ckpt->params.end(), MutableParamsLocked().data());
   for (size_t i = 0; i < state.size(); ++i) {
     std::copy(ckpt->states[i].begin(), ckpt->states[i].end(), state[i].second.begin());
   }
@@ -184,7 +186,7 @@ absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t
   absl::StatusOr<train::LrSchedule> schedule = train::LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();
   schedule_ = *schedule;
-  std::copy(w.slot.data(), w.slot.data() + w.slot.size(), params_.data());
+  std::copy(w.slot.data(), w.slot.data() + w.slot.size(), MutableParamsLocked().data());
   global_step_ = std::max<int64_t>(step, 0);
   total_steps_ = total_steps;
   initialized_ = true;
@@ -203,9 +205,28 @@ void PsShard::CountRejected(metrics::RejectReason reason, const std::string& mes
   log_(absl::StrCat("rejected push: ", message));
 }
 
+std::span<float> PsShard::MutableParamsLocked() {
+  // Held by params_ and the pool only: nobody reads it unlocked.
+  if (params_.use_count() > 2) {
+    std::shared_ptr<AlignedBuffer> spare;
+    for (const std::shared_ptr<AlignedBuffer>& b : params_pool_) {
+      if (b != params_ && b.use_count() == 1) {
+        spare = b;
+        break;
+      }
+    }
+    if (spare == nullptr) {
+      spare = std::make_shared<AlignedBuffer>(params_->size());
+      params_pool_.push_back(spare);
+    }
+    std::copy(params_->data(), params_->data() + params_->size(), spare->data());
+    params_ = std::move(spare);
+  }
+  return params_->span();
+}
+
 void PsShard::ApplyLocked(std::span<const float> grad) {
-  optimizer_->Apply(std::span<float>(params_.data(), params_.size()), grad,
-                    schedule_->At(global_step_));
+  optimizer_->Apply(MutableParamsLocked(), grad, schedule_->At(global_step_));
   ++global_step_;
   ++version_;
   ++applied_;
@@ -368,7 +389,9 @@ absl::StatusOr<PullResult> PsShard::Read(int worker, int64_t min_step, int64_t c
   r.global_step = global_step_;
   r.finished = done_count_ >= opt_.num_workers;
   r.version = version_;
-  read(std::span<const float>(params_.data(), params_.size()), r);
+  PullResult pinned = r;
+  pinned.pin = params_;
+  read(params_->span(), pinned);
   if (observer) {
     observer_seen_ = true;
     observer_told_finished_ = observer_told_finished_ || r.finished;
@@ -432,7 +455,7 @@ absl::StatusOr<std::string> PsShard::CheckpointLocked() {
   h.set_optimizer(opt_.optimizer.kind);
   h.set_optimizer_steps(optimizer_->steps());
   for (const Worker& w : workers_) h.add_worker_clocks(w.clock);
-  view.params = std::span<const float>(params_.data(), params_.size());
+  view.params = std::as_const(*params_).span();
   for (auto& [name, buf] : optimizer_->State()) {
     h.add_state_names(name);
     view.states.push_back(buf);

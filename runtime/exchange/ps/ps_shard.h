@@ -71,6 +71,12 @@ struct PullResult {
   // Changes whenever the parameters do (an update, initialisation or
   // restore): equal versions mean equal parameters.
   uint64_t version = 0;
+  // Set only in the result Read() hands its ParamsReader: holding it keeps
+  // the parameters `read` saw unchanged after Read() returns (the shard's
+  // next update writes a copy instead), so a sender can send from them
+  // without a snapshot of its own. Drop it soon: while it is held, every
+  // update copies the parameters first.
+  std::shared_ptr<const void> pin;
 };
 
 // Worker id of read-only callers (evaluators): they never wait for clocks.
@@ -127,8 +133,9 @@ class PsShard {
 
   // Waits as Pull does, then calls `read` with this shard's parameters
   // while holding the shard's lock (no update can run meanwhile), so the
-  // caller can encode them without a private copy. `read` must not call
-  // back into the shard.
+  // caller can encode them without a private copy; or keep `r.pin` and
+  // read them after the lock is released. `read` must not call back into
+  // the shard.
   using ParamsReader = std::function<void(std::span<const float> params, const PullResult& r)>;
   absl::StatusOr<PullResult> Read(int worker, int64_t min_step, int64_t clock,
                                   const ParamsReader& read, const std::function<bool()>& cancelled);
@@ -182,6 +189,10 @@ class PsShard {
   const Clock& clock_;
   Logger log_;
   metrics::RuntimeMetrics* const metrics_;
+  // The parameters for writing: if a reader pins them, first a copy in a
+  // buffer nobody pins, which becomes params_.
+  std::span<float> MutableParamsLocked();
+
   const double start_seconds_;
 
   mutable std::mutex mu_;
@@ -193,7 +204,11 @@ class PsShard {
   int64_t global_step_ = 0;
   int64_t total_steps_ = 0;
   uint64_t version_ = 0;  // PullResult::version
-  AlignedBuffer params_;
+  // The parameters, copy-on-write: a reader may pin the buffer
+  // (PullResult::pin) and send from it unlocked; an update while it is
+  // pinned moves to another buffer of params_pool_ first (MutableParams).
+  std::shared_ptr<AlignedBuffer> params_;
+  std::vector<std::shared_ptr<AlignedBuffer>> params_pool_;
   AlignedBuffer sum_;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::optional<train::LrSchedule> schedule_;

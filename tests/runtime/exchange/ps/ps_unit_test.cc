@@ -240,6 +240,53 @@ TEST(PsShard, AsyncAppliesEachGradientAsItArrives) {
   EXPECT_THAT(Msg(future.status()), HasSubstr("is from the future: its clock is 1"));
 }
 
+// A reader that keeps the pin of what Read() showed it (the data plane's
+// sender) keeps those parameters: an update meanwhile moves the shard to a
+// copy. Once the pin is dropped, updates write in place again.
+TEST(PsShard, PinnedParametersStayAsReadWhileUpdatesGoOn) {
+  ShardFixture f("async");
+  ASSERT_TRUE(f.Init(10).ok());
+  PullResult pinned;
+  std::span<const float> seen;
+  ASSERT_TRUE(f.shard
+                  ->Read(
+                      0, 0, 0,
+                      [&](std::span<const float> params, const PullResult& r) {
+                        pinned = r;
+                        seen = params;
+                      },
+                      nullptr)
+                  .ok());
+  ASSERT_NE(pinned.pin, nullptr);
+  ASSERT_EQ(seen.size(), 32u);
+  ASSERT_TRUE(f.Push(1, 0, 1.0f).ok());  // an update while pinned
+  ASSERT_TRUE(f.Push(1, 1, 1.0f).ok());  // and one more
+  EXPECT_FLOAT_EQ(f.Param(), 8.0f);
+  for (float v : seen) ASSERT_FLOAT_EQ(v, 10.0f);  // untouched
+  // The result Read() returns holds no pin.
+  absl::StatusOr<PullResult> plain =
+      f.shard->Read(0, 0, 0, [](std::span<const float>, const PullResult&) {}, nullptr);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->pin, nullptr);
+  EXPECT_GT(plain->version, pinned.version);
+  // Unpinned, the next reader sees the buffer updates write in place.
+  pinned = PullResult();
+  std::span<const float> before, after;
+  auto look = [&](std::span<const float>* where) {
+    ASSERT_TRUE(f.shard
+                    ->Read(
+                        0, 0, 0,
+                        [&](std::span<const float> params, const PullResult&) { *where = params; },
+                        nullptr)
+                    .ok());
+  };
+  look(&before);
+  ASSERT_TRUE(f.Push(1, 2, 1.0f).ok());
+  look(&after);
+  EXPECT_EQ(before.data(), after.data());
+  EXPECT_FLOAT_EQ(after[5], 7.0f);
+}
+
 TEST(PsShard, SspBlocksAWorkerTooFarAheadUntilTheSlowestCatchesUp) {
   ShardFixture f("ssp:1");
   ASSERT_TRUE(f.Init(10).ok());
