@@ -517,52 +517,64 @@ absl::StatusOr<PullReply> PushPullTo(PsShardClient& c, uint64_t incarnation,
   return c.PushPull(h, g, pull, params, 0, v1::WIRE_DTYPE_F32, &pushed, {});
 }
 
-TEST(PsDataPlaneTest, AStepWaitingOnAShardThatRestartedEndsSoon) {
-  BlackHoleShard shard;
-  PsShardClient client("ps-0", shard.address(), "t");
-  v1::RegisterRequest r;
-  r.set_worker(0);
-  r.set_num_params(1000);
-  ASSERT_TRUE(client.Register(r, std::chrono::seconds(5)).ok());
-  ASSERT_TRUE(client.data_plane_active());
-  std::vector<float> params(1000);
-  std::future<absl::StatusOr<PullReply>> step = std::async(
-      std::launch::async, [&] { return PushPullTo(client, shard.incarnation, params); });
-  // Still the same shard: asked, and the step goes on waiting.
-  const auto asked_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (shard.status_calls < 2 && std::chrono::steady_clock::now() < asked_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// A worker's data-plane step sent into the black hole, waiting.
+class WaitingStep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v1::RegisterRequest r;
+    r.set_worker(0);
+    r.set_num_params(static_cast<uint64_t>(params_.size()));
+    ASSERT_TRUE(client_.Register(r, std::chrono::seconds(5)).ok());
+    ASSERT_TRUE(client_.data_plane_active());
+    const uint64_t incarnation = shard_.incarnation;
+    step_ = std::async(std::launch::async,
+                       [this, incarnation] { return PushPullTo(client_, incarnation, params_); });
   }
-  ASSERT_GE(shard.status_calls, 2) << "the waiting step never asked whether the shard restarted";
-  EXPECT_EQ(step.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  void TearDown() override {
+    shard_.hang_up = true;  // a step still waiting ends
+    if (step_.valid()) step_.wait();
+  }
+  // Whether the waiting step has asked the shard `n` times within 20 s.
+  bool Asked(int n) {
+    const auto by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (shard_.status_calls < n && std::chrono::steady_clock::now() < by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return shard_.status_calls >= n;
+  }
+  bool StillWaiting() {
+    return step_.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout;
+  }
+  absl::StatusOr<PullReply> Outcome() {
+    if (step_.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return absl::DeadlineExceededError("the step still waits 10 s later");
+    }
+    return step_.get();
+  }
+
+  BlackHoleShard shard_;
+  PsShardClient client_{"ps-0", shard_.address(), "t"};
+  std::vector<float> params_ = std::vector<float>(1000);
+  std::future<absl::StatusOr<PullReply>> step_;
+};
+
+TEST_F(WaitingStep, EndsSoonOnceTheShardRestarted) {
+  // Still the same shard: asked, and the step goes on waiting.
+  ASSERT_TRUE(Asked(2)) << "the waiting step never asked whether the shard restarted";
+  EXPECT_TRUE(StillWaiting());
   // The shard restarts; its old connection stays silent.
-  shard.incarnation = 8;
-  ASSERT_EQ(step.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  absl::StatusOr<PullReply> got = step.get();
+  shard_.incarnation = 8;
+  absl::StatusOr<PullReply> got = Outcome();
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("ps-0 restarted (incarnation 7, now 8)"));
 }
 
-TEST(PsDataPlaneTest, AStepWaitingOnTheSameShardKeepsWaiting) {
-  BlackHoleShard shard;
-  PsShardClient client("ps-0", shard.address(), "t");
-  v1::RegisterRequest r;
-  r.set_worker(0);
-  r.set_num_params(1000);
-  ASSERT_TRUE(client.Register(r, std::chrono::seconds(5)).ok());
-  std::vector<float> params(1000);
-  std::future<absl::StatusOr<PullReply>> step = std::async(
-      std::launch::async, [&] { return PushPullTo(client, shard.incarnation, params); });
-  const auto asked_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (shard.status_calls < 3 && std::chrono::steady_clock::now() < asked_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(shard.status_calls, 3);
-  EXPECT_EQ(step.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+TEST_F(WaitingStep, KeepsWaitingOnTheSameShard) {
+  ASSERT_TRUE(Asked(3));
+  EXPECT_TRUE(StillWaiting())
       << "a shard that answers with the same incarnation is not a restarted one";
-  shard.hang_up = true;  // the wait ends as it always did: the peer closed
-  ASSERT_EQ(step.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  absl::StatusOr<PullReply> got = step.get();
+  shard_.hang_up = true;  // the wait ends as it always did: the peer closed
+  absl::StatusOr<PullReply> got = Outcome();
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), Not(HasSubstr("restarted")));
 }
