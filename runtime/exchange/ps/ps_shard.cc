@@ -1,6 +1,7 @@
 #include "runtime/exchange/ps/ps_shard.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -222,6 +223,10 @@ std::span<float> PsShard::MutableParamsLocked() {
     std::copy(params_->data(), params_->data() + params_->size(), spare->data());
     params_ = std::move(spare);
   }
+  // New pins are taken only under mu_, so a count of 1 (or 2 for params_)
+  // stays so; this pairs with the release of the last reader's drop, so
+  // its reads of the buffer come before the writes that follow.
+  std::atomic_thread_fence(std::memory_order_acquire);
   return params_->span();
 }
 
