@@ -64,6 +64,9 @@ TEST_F(PsTraining, SyncReachesSingleProcessAccuracyWithinOnePoint) {
   EXPECT_GE(ps_acc, 0.85);
   // The PS left on its own, saying so.
   EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("every worker finished"));
+  // By default the steps went over the direct TCP data plane.
+  EXPECT_THAT(job.Output("worker", 0),
+              ::testing::HasSubstr("ps-0: exchanging over the data plane at"));
 }
 
 std::vector<float> FinalParams(const std::string& dir, int shards) {
@@ -80,8 +83,10 @@ std::vector<float> FinalParams(const std::string& dir, int shards) {
   return all;
 }
 
-TEST_F(PsTraining, TwoShardsGiveTheSameParametersAsOneBitForBit) {
-  TempDir one, two;
+// Two shards, and the gRPC plane instead of the data plane, each give the
+// parameters one shard on the data plane gives, bit for bit.
+TEST_F(PsTraining, TwoShardsAndEitherPlaneGiveTheSameParametersBitForBit) {
+  TempDir one, two, over_grpc;
   const std::vector<std::string> args = {
       "--train-limit", "4000", "--epochs", "1",     "--batch-size", "50", "--threads",   "1",
       "--optimizer",   "adam", "--lr",     "0.001", "--seed",       "7",  "--log-every", "0"};
@@ -97,10 +102,21 @@ TEST_F(PsTraining, TwoShardsGiveTheSameParametersAsOneBitForBit) {
     a.insert(a.end(), {"--checkpoint-dir", two.path()});
     RunJob(job, a);
   }
-  std::vector<float> p1 = FinalParams(one.path(), 1), p2 = FinalParams(two.path(), 2);
+  {
+    LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", over_grpc.path(), "--ps-data-plane", "grpc"});
+    RunJob(job, a);
+    EXPECT_THAT(job.Output("worker", 0),
+                ::testing::Not(::testing::HasSubstr("exchanging over the data plane")));
+  }
+  std::vector<float> p1 = FinalParams(one.path(), 1), p2 = FinalParams(two.path(), 2),
+                     pg = FinalParams(over_grpc.path(), 1);
   ASSERT_EQ(p1.size(), 235146u);
   ASSERT_EQ(p1.size(), p2.size());
+  ASSERT_EQ(p1.size(), pg.size());
   EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(p1.data(), pg.data(), p1.size() * sizeof(float)));
 }
 
 TEST_F(PsTraining, APodOfTwoReplicasPushesOncePerStepAndMatchesOneReplica) {
