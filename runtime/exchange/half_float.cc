@@ -2,6 +2,10 @@
 
 #include <bit>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace kubetrain::exchange {
 
 uint16_t FloatToHalf(float f) {
@@ -9,7 +13,8 @@ uint16_t FloatToHalf(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // Inf or NaN
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+    if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs & 0x007fffffu) >> 13));  // quiet NaN
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> Inf
   if (abs < 0x38800000u) {                                               // subnormal half (or zero)
@@ -45,11 +50,69 @@ float HalfToFloat(uint16_t h) {
       x = sign | ((112u - static_cast<uint32_t>(e)) << 23) | ((m & 0x3ffu) << 13);
     }
   } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
+    x = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x00400000u : 0u);  // NaN made quiet
   } else {
     x = sign | ((exp + 112u) << 23) | (mant << 13);
   }
   return std::bit_cast<float>(x);
+}
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void FloatsToHalvesF16c(const float* in, size_t n,
+                                                            uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void HalvesToFloatsF16c(const uint16_t* in, size_t n,
+                                                            float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void AddHalvesToF16c(const uint16_t* in, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_cvtph_ps(h)));
+  }
+  for (; i < n; ++i) out[i] += HalfToFloat(in[i]);
+}
+
+const bool kHaveF16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+#endif
+
+}  // namespace
+
+void FloatsToHalves(const float* in, size_t n, uint16_t* out) {
+#if defined(__x86_64__)
+  if (kHaveF16c) return FloatsToHalvesF16c(in, n, out);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+void HalvesToFloats(const uint16_t* in, size_t n, float* out) {
+#if defined(__x86_64__)
+  if (kHaveF16c) return HalvesToFloatsF16c(in, n, out);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+void AddHalvesTo(const uint16_t* in, size_t n, float* out) {
+#if defined(__x86_64__)
+  if (kHaveF16c) return AddHalvesToF16c(in, n, out);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] += HalfToFloat(in[i]);
 }
 
 }  // namespace kubetrain::exchange

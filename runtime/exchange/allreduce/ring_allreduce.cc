@@ -198,9 +198,9 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       const void* payload = src;
       if (half) {
         send_half_.resize(static_cast<size_t>(it.length));
-        for (int64_t k = 0; k < it.length; ++k) send_half_[k] = exchange::FloatToHalf(src[k]);
+        exchange::FloatsToHalves(src, static_cast<size_t>(it.length), send_half_.data());
         if (it.round_owned) {
-          for (int64_t k = 0; k < it.length; ++k) src[k] = exchange::HalfToFloat(send_half_[k]);
+          exchange::HalvesToFloats(send_half_.data(), static_cast<size_t>(it.length), src);
         }
         payload = send_half_.data();
       }
@@ -244,9 +244,9 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
         if (half) {
           const uint16_t* in = reinterpret_cast<const uint16_t*>(recv_buf_.data());
           if (it.reduce) {
-            for (int64_t k = 0; k < n; ++k) out[k] += exchange::HalfToFloat(in[k]);
+            exchange::AddHalvesTo(in, static_cast<size_t>(n), out);
           } else {
-            for (int64_t k = 0; k < n; ++k) out[k] = exchange::HalfToFloat(in[k]);
+            exchange::HalvesToFloats(in, static_cast<size_t>(n), out);
           }
         } else {
           const float* in = reinterpret_cast<const float*>(recv_buf_.data());

@@ -91,7 +91,7 @@ struct ChunkLayout {
         uint16_t half[kBlockBytes / 2];
         for (size_t i = 0; i < values.size(); i += kBlockBytes / 2) {
           const size_t n = std::min(kBlockBytes / 2, values.size() - i);
-          for (size_t j = 0; j < n; ++j) half[j] = exchange::FloatToHalf(values[i + j]);
+          exchange::FloatsToHalves(values.data() + i, n, half);
           std::memcpy(p, half, n * 2);
           crc = Crc32cExtend(crc, p, n * 2);
           p += n * 2;
@@ -459,7 +459,7 @@ absl::Status ReceivedFrame::DecodeInto(std::span<float> out, int64_t* nonfinite)
       const size_t n = std::min(kBlockBytes / 2, out.size() - i);
       gather(reinterpret_cast<uint8_t*>(half), n * 2);
       crc = Crc32cExtend(crc, half, n * 2);
-      for (size_t j = 0; j < n; ++j) out[i + j] = exchange::HalfToFloat(half[j]);
+      exchange::HalvesToFloats(half, n, out.data() + i);
       if (nonfinite != nullptr) bad += CountNonFinite(out.data() + i, n);
     }
   } else {

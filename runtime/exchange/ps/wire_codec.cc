@@ -45,7 +45,7 @@ void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dt
   if (dtype == v1::WIRE_DTYPE_F16) {
     data->resize(values.size() * 2);
     auto* out = reinterpret_cast<uint16_t*>(data->data());
-    for (size_t i = 0; i < values.size(); ++i) out[i] = FloatToHalf(values[i]);
+    exchange::FloatsToHalves(values.data(), values.size(), out);
     chunk->set_crc32c(Checksum(*data));
   } else {
     data->resize(values.size() * sizeof(float));
@@ -72,7 +72,7 @@ absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
   if (dtype == v1::WIRE_DTYPE_F16) {
     if (Checksum(chunk.data()) != chunk.crc32c()) return corrupt();
     const auto* in = reinterpret_cast<const uint16_t*>(chunk.data().data());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = HalfToFloat(in[i]);
+    exchange::HalvesToFloats(in, out.size(), out.data());
     return absl::OkStatus();
   }
   // Copy first, then verify: on a mismatch the destination holds garbage,
