@@ -56,6 +56,8 @@ absl::Status BadMagic(const char* what, uint32_t got, uint32_t want) {
 
 }  // namespace
 
+size_t BytesPerValue(DType d) { return d == DType::kF16 ? sizeof(uint16_t) : sizeof(float); }
+
 HelloBytes EncodeHello(const Hello& h) {
   HelloBytes b{};
   Writer w(b.data());
@@ -98,6 +100,7 @@ StepHeaderBytes EncodeStepHeader(const StepHeader& h) {
   w.Put(h.length);
   w.Put(h.min_step);
   w.Put(h.clock);
+  w.Put(static_cast<uint32_t>(h.dtype));
   return b;
 }
 
@@ -113,10 +116,15 @@ absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b) {
   h.length = r.Get<int64_t>();
   h.min_step = r.Get<int64_t>();
   h.clock = r.Get<int64_t>();
+  const uint32_t dtype = r.Get<uint32_t>();
   if (h.offset < 0 || h.length <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step header with range [", h.offset, ", +", h.length, ")"));
   }
+  if (dtype != static_cast<uint32_t>(DType::kF32) && dtype != static_cast<uint32_t>(DType::kF16)) {
+    return absl::InvalidArgumentError(absl::StrCat("step header with unknown dtype ", dtype));
+  }
+  h.dtype = static_cast<DType>(dtype);
   return h;
 }
 

@@ -11,9 +11,11 @@
 //   worker -> server  Hello (32 bytes) + token
 //   server -> worker  Answer (64 bytes) + message: OK, or why not (then closed)
 //   per step:
-//   worker -> server  StepHeader (64 bytes) + length floats + Trailer (8 bytes)
+//   worker -> server  StepHeader (64 bytes) + length values + Trailer (8 bytes)
 //   server -> worker  Answer (64 bytes) + message; when OK the shard's
-//                     parameters follow: length floats + Trailer
+//                     parameters follow: length values + Trailer
+// Values are the step header's dtype both ways: fp32, or IEEE binary16
+// (`--wire-dtype fp16`, half_float.h); the checksums cover the bytes sent.
 // Any error answer closes the connection; the worker opens a new one.
 // Pure functions; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
@@ -46,6 +48,10 @@ struct Hello {
   uint32_t token_bytes = 0;  // the token follows the hello
 };
 
+// A step's values on the wire (StepHeader::dtype).
+enum class DType : uint32_t { kF32 = 0, kF16 = 1 };
+size_t BytesPerValue(DType d);
+
 struct StepHeader {
   int32_t worker = 0;
   int64_t step = 0;  // the worker's clock for this gradient (as PushHeader.step)
@@ -54,6 +60,7 @@ struct StepHeader {
   int64_t length = 0;
   int64_t min_step = 0;  // the pull that follows (as PullRequest)
   int64_t clock = 0;
+  DType dtype = DType::kF32;  // of the push's values and the answer's
 };
 
 struct Answer {
@@ -79,6 +86,8 @@ HelloBytes EncodeHello(const Hello& h);
 absl::StatusOr<Hello> DecodeHello(const HelloBytes& b);
 
 StepHeaderBytes EncodeStepHeader(const StepHeader& h);
+// InvalidArgument for bytes that are no step header, an empty or negative
+// range, or a dtype this version does not know.
 absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b);
 
 AnswerBytes EncodeAnswer(const Answer& a);

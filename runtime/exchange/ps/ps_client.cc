@@ -184,10 +184,11 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
   if (values.empty() || out.empty()) {
     return absl::InvalidArgumentError("PushPull of an empty range");
   }
-  if (data_.active() && (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
-    absl::StatusOr<PullReply> r =
-        data_.PushPull(header, values, pull, out, offset, pushed, written,
-                       StillTheSameShard(header.incarnation()));
+  if (data_.active() && (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_F16 ||
+                         dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
+    absl::StatusOr<PullReply> r = data_.PushPull(
+        header, values, pull, out, offset, pushed, written, StillTheSameShard(header.incarnation()),
+        dtype == v1::WIRE_DTYPE_F16 ? data_plane::DType::kF16 : data_plane::DType::kF32);
     // Not active any more: the data port was unreachable; go on over gRPC.
     if (r.ok() || data_.active()) return r;
   }

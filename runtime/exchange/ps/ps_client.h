@@ -2,8 +2,9 @@
 // Adds the job token to every call, chunks float ranges onto streams and
 // decodes them back. Initialize, Push and Pull go through grpc::ByteBuffer
 // frames (chunk_frame.h): one copy each way, fused with the CRC. When the
-// shard advertises a data port at registration, PushPull steps in fp32 go
-// over the direct TCP data plane instead (ps_data_client.h: no copy at all),
+// shard advertises a data port at registration, PushPull steps (fp32 or
+// fp16) go over the direct TCP data plane instead (ps_data_client.h: no
+// copy at all for fp32),
 // falling back to gRPC if that port cannot be reached. Keeps no training state.
 // Thread-compatible: the exchange drives each shard from one thread at a time
 // (PushPull keeps one stream open between calls).

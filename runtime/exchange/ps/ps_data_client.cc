@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 
 namespace kubetrain::ps {
@@ -103,12 +104,10 @@ absl::Status PsDataClient::ErrorFromAnswer(absl::StatusCode code, uint32_t messa
   return absl::Status(code, message);
 }
 
-absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
-                                                 std::span<const float> values,
-                                                 const v1::PullRequest& pull, std::span<float> out,
-                                                 int64_t offset, bool* pushed,
-                                                 const std::function<void()>& written,
-                                                 const exchange::IoCheck& waiting) {
+absl::StatusOr<PullReply> PsDataClient::PushPull(
+    const v1::PushHeader& header, std::span<const float> values, const v1::PullRequest& pull,
+    std::span<float> out, int64_t offset, bool* pushed, const std::function<void()>& written,
+    const exchange::IoCheck& waiting, data_plane::DType dtype) {
   *pushed = false;
   if (values.empty() || out.size() != values.size()) {
     return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
@@ -124,18 +123,26 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
   h.length = static_cast<int64_t>(values.size());
   h.min_step = pull.min_step();
   h.clock = pull.clock();
+  h.dtype = dtype;
   const wire::StepHeaderBytes head = wire::EncodeStepHeader(h);
   // The header rides with the first piece; each piece is checksummed just
-  // before it is sent, while it is in cache for the kernel's copy.
-  const char* data = reinterpret_cast<const char*>(values.data());
-  const size_t total = values.size() * sizeof(float);
-  const size_t first = std::min(wire::kPieceBytes, total);
-  uint32_t crc = Crc32cExtend(0, data, first);
-  absl::Status sent = conn_.SendAll(head.data(), head.size(), data, first, waiting);
-  for (size_t off = first; off < total && sent.ok(); off += wire::kPieceBytes) {
-    const size_t n = std::min(wire::kPieceBytes, total - off);
-    crc = Crc32cExtend(crc, data + off, n);
-    sent = conn_.SendAll(data + off, n, waiting);
+  // before it is sent, while it is in cache for the kernel's copy (fp16: as
+  // converted into half_).
+  const size_t piece = wire::kPieceBytes / wire::BytesPerValue(dtype);
+  uint32_t crc = 0;
+  absl::Status sent;
+  for (size_t off = 0; off < values.size() && sent.ok(); off += piece) {
+    const size_t n = std::min(piece, values.size() - off);
+    const char* bytes = reinterpret_cast<const char*>(values.data() + off);
+    if (dtype == wire::DType::kF16) {
+      half_.resize(piece);
+      exchange::FloatsToHalves(values.data() + off, n, half_.data());
+      bytes = reinterpret_cast<const char*>(half_.data());
+    }
+    const size_t n_bytes = n * wire::BytesPerValue(dtype);
+    crc = Crc32cExtend(crc, bytes, n_bytes);
+    sent = off == 0 ? conn_.SendAll(head.data(), head.size(), bytes, n_bytes, waiting)
+                    : conn_.SendAll(bytes, n_bytes, waiting);
   }
   if (sent.ok()) {
     const wire::TrailerBytes trailer = wire::EncodeTrailer(crc);
@@ -144,8 +151,8 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
   wire::AnswerBytes answer_bytes;
   // A shard that refused the step before reading it (a wrong size, say) has
   // answered and closed: its answer says more than the failed send.
-  absl::Status got = conn_.RecvAll(answer_bytes.data(), answer_bytes.size(),
-                                   sent.ok() ? waiting : Within(1));
+  absl::Status got =
+      conn_.RecvAll(answer_bytes.data(), answer_bytes.size(), sent.ok() ? waiting : Within(1));
   if (!sent.ok() && !got.ok()) {
     Close();
     return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", sent.message()));
@@ -171,15 +178,20 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(const v1::PushHeader& header,
                                             ", +", answer->length, ") for the range [", offset,
                                             ", +", out.size(), ")"));
   }
-  char* dst = reinterpret_cast<char*>(out.data());
   uint32_t got_crc = 0;
-  for (size_t off = 0; off < total; off += wire::kPieceBytes) {
-    const size_t n = std::min(wire::kPieceBytes, total - off);
-    if (absl::Status s = conn_.RecvAll(dst + off, n, waiting); !s.ok()) {
+  for (size_t off = 0; off < out.size(); off += piece) {
+    const size_t n = std::min(piece, out.size() - off);
+    char* bytes = dtype == wire::DType::kF16 ? reinterpret_cast<char*>(half_.data())
+                                             : reinterpret_cast<char*>(out.data() + off);
+    const size_t n_bytes = n * wire::BytesPerValue(dtype);
+    if (absl::Status s = conn_.RecvAll(bytes, n_bytes, waiting); !s.ok()) {
       Close();
       return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
     }
-    got_crc = Crc32cExtend(got_crc, dst + off, n);
+    got_crc = Crc32cExtend(got_crc, bytes, n_bytes);
+    if (dtype == wire::DType::kF16) {
+      exchange::HalvesToFloats(half_.data(), n, out.data() + off);
+    }
   }
   wire::TrailerBytes trailer;
   if (absl::Status s = conn_.RecvAll(trailer.data(), trailer.size(), waiting); !s.ok()) {

@@ -3,8 +3,9 @@
 // advertises its data port at registration; the worker's steps then go over
 // one TCP connection, opened on first use and kept: the gradient is sent
 // straight from the caller's buffer and the parameters received straight
-// into the caller's buffer, each checksummed piece by piece. Any error closes
-// the connection; the next step opens a new one.
+// into the caller's buffer, each checksummed piece by piece (fp16 steps
+// pass through one piece of scratch each way, narrowed and widened). Any
+// error closes the connection; the next step opens a new one.
 //
 // When the port cannot be reached on a connection's first try (a network
 // policy that admits only the gRPC port, say), the data plane turns itself
@@ -19,9 +20,11 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.pb.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {
@@ -64,7 +67,8 @@ class PsDataClient {
                                      const v1::PullRequest& pull, std::span<float> out,
                                      int64_t offset, bool* pushed,
                                      const std::function<void()>& written,
-                                     const exchange::IoCheck& waiting = {});
+                                     const exchange::IoCheck& waiting = {},
+                                     data_plane::DType dtype = data_plane::DType::kF32);
   void Close();
   // A line to log, once: the data plane was given up, or first connected.
   std::string TakeNotice();
@@ -81,6 +85,7 @@ class PsDataClient {
   bool ever_connected_ = false;  // to this port
   std::string notice_;
   exchange::TcpConnection conn_;
+  std::vector<uint16_t> half_;  // one piece of fp16 values, either way
 };
 
 }  // namespace kubetrain::ps

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/env_vars.h"
 #include "runtime/exchange/crc32c.h"
+#include "runtime/exchange/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
@@ -186,12 +187,12 @@ void PsDataServer::Serve(Connection& c) {
   ok.incarnation = incarnation;
   const wire::AnswerBytes ok_bytes = wire::EncodeAnswer(ok);
   if (!conn.SendAll(ok_bytes.data(), ok_bytes.size(), hello_check).ok()) return;
-  std::vector<float> scratch;  // a duplicate push's bytes land here
+  Scratch scratch;
   while (!stopping_ && Step(conn, hello->worker, scratch)) {
   }
 }
 
-bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scratch) {
+bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
   const uint64_t incarnation = shard_.options().incarnation;
   const auto check = [this] {
     return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
@@ -242,22 +243,33 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scr
     return false;
   }
   // Receive the gradient piece by piece, checksumming and counting NaN/Inf
-  // while each piece is in cache. A duplicate (a retry of a push already
+  // while each piece is in cache (fp16: received into scratch.half and
+  // widened into the slot). A duplicate (a retry of a push already
   // committed) is read into scratch and dropped.
   const size_t total = static_cast<size_t>(range.length);
-  const size_t piece = wire::kPieceBytes / sizeof(float);
-  if (duplicate) scratch.resize(std::min(total, piece));
+  const bool half = head->dtype == wire::DType::kF16;
+  const size_t bytes_per_value = wire::BytesPerValue(head->dtype);
+  const size_t piece = wire::kPieceBytes / bytes_per_value;
+  if (half) {
+    scratch.half.resize(std::min(total, piece));
+  } else if (duplicate) {
+    scratch.floats.resize(std::min(total, piece));
+  }
   uint32_t crc = 0;
   int64_t nonfinite = 0;
   absl::Status received;
   for (size_t off = 0; off < total && received.ok(); off += piece) {
     const size_t n = std::min(piece, total - off);
-    float* dst = duplicate ? scratch.data() : staging->data() + off;
-    received = conn.RecvAll(dst, n * sizeof(float), check);
-    if (received.ok()) {
-      crc = Crc32cExtend(crc, dst, n * sizeof(float));
-      nonfinite += CountNonFinite(dst, n);
+    float* dst = duplicate ? scratch.floats.data() : staging->data() + off;
+    void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
+    received = conn.RecvAll(wire_dst, n * bytes_per_value, check);
+    if (!received.ok()) break;
+    crc = Crc32cExtend(crc, wire_dst, n * bytes_per_value);
+    if (duplicate) continue;
+    if (half) {
+      exchange::HalvesToFloats(scratch.half.data(), n, dst);
     }
+    nonfinite += CountNonFinite(dst, n);
   }
   wire::TrailerBytes trailer;
   if (received.ok()) received = conn.RecvAll(trailer.data(), trailer.size(), check);
@@ -290,7 +302,7 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scr
     }
     if (metrics_ != nullptr) {
       metrics_->AddReceivedBytes(metrics::PeerRole::kWorker,
-                                 static_cast<int64_t>(total * sizeof(float)));
+                                 static_cast<int64_t>(total * bytes_per_value));
     }
   }
   // The pull: wait as the mode says, then send the parameters pinned.
@@ -314,17 +326,41 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, std::vector<float>& scr
   a.incarnation = incarnation;
   a.offset = range.offset;
   a.length = range.length;
-  if (!SendParams(conn, wire::EncodeAnswer(a), snap, check).ok()) return false;
+  if (!SendParams(conn, wire::EncodeAnswer(a), snap, head->dtype, check).ok()) return false;
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(metrics::PeerRole::kWorker,
-                           static_cast<int64_t>(snap.values.size() * sizeof(float)));
+                           static_cast<int64_t>(snap.values.size() * bytes_per_value));
   }
   return true;
 }
 
 absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerBytes& answer,
-                                      const Pinned& p, const exchange::IoCheck& check) {
+                                      const Pinned& p, wire::DType dtype,
+                                      const exchange::IoCheck& check) {
   const uint64_t version = p.result.version;
+  if (dtype == wire::DType::kF16) {
+    // Narrowed once per version, with its checksum, for every fp16 sender.
+    std::shared_ptr<const HalfParams> h;
+    {
+      std::lock_guard<std::mutex> lock(crc_mu_);
+      if (half_ == nullptr || half_->version != version) {
+        auto fresh = std::make_shared<HalfParams>();
+        fresh->version = version;
+        fresh->values.resize(p.values.size());
+        exchange::FloatsToHalves(p.values.data(), p.values.size(), fresh->values.data());
+        fresh->crc = Crc32c(fresh->values.data(), fresh->values.size() * sizeof(uint16_t));
+        half_ = std::move(fresh);
+      }
+      h = half_;
+    }
+    const wire::TrailerBytes trailer = wire::EncodeTrailer(h->crc);
+    if (absl::Status s = conn.SendAll(answer.data(), answer.size(), h->values.data(),
+                                      h->values.size() * sizeof(uint16_t), check);
+        !s.ok()) {
+      return s;
+    }
+    return conn.SendAll(trailer.data(), trailer.size(), check);
+  }
   std::optional<uint32_t> known;
   {
     std::lock_guard<std::mutex> lock(crc_mu_);

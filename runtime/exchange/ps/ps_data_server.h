@@ -80,14 +80,21 @@ class PsDataServer {
                metrics::RuntimeMetrics* metrics);
   void AcceptLoop();
   void Serve(Connection& c);
+  // A connection's buffers: a duplicate push's floats land in `floats`;
+  // fp16 values, either way, pass through `half` one piece at a time.
+  struct Scratch {
+    std::vector<float> floats;
+    std::vector<uint16_t> half;
+  };
   // One step on an open connection; false ends the connection.
-  bool Step(exchange::TcpConnection& conn, int worker, std::vector<float>& scratch);
+  bool Step(exchange::TcpConnection& conn, int worker, Scratch& scratch);
   // Sends `p`'s parameters and their CRC-32C trailer after `answer`. The
   // checksum of a version is computed once, piece by piece while each piece
   // is in cache for the kernel's copy; a sender that finds it known for
   // that version sends it without reading the bytes.
+  // fp16: the parameters narrowed once per version (half_), sent whole.
   absl::Status SendParams(exchange::TcpConnection& conn, const data_plane::AnswerBytes& answer,
-                          const Pinned& p, const exchange::IoCheck& check);
+                          const Pinned& p, data_plane::DType dtype, const exchange::IoCheck& check);
   void ReapFinished();  // requires mu_
 
   PsShard& shard_;
@@ -101,9 +108,15 @@ class PsDataServer {
   mutable std::mutex mu_;
   std::list<std::unique_ptr<Connection>> connections_;
 
-  std::mutex crc_mu_;
+  struct HalfParams {
+    uint64_t version = 0;
+    std::vector<uint16_t> values;
+    uint32_t crc = 0;
+  };
+  std::mutex crc_mu_;         // guards the three below
   uint64_t crc_version_ = 0;  // 0: none known yet (versions start at 1)
   uint32_t crc_ = 0;
+  std::shared_ptr<const HalfParams> half_;
 };
 
 }  // namespace kubetrain::ps

@@ -83,7 +83,7 @@ class Shard {
 };
 
 PsExchangeOptions Options(const Shard& s, int worker, const std::string& mode,
-                          const std::string& token) {
+                          const std::string& token, v1::WireDType dtype = v1::WIRE_DTYPE_F32) {
   PsExchangeOptions o;
   o.ps_addresses = {s.address()};
   o.worker = worker;
@@ -93,20 +93,22 @@ PsExchangeOptions Options(const Shard& s, int worker, const std::string& mode,
   o.token = token;
   o.peer_timeout_seconds = 10;
   o.total_steps = 10;
+  o.wire_dtype = dtype;
   return o;
 }
 
 // Two workers, five sync steps of different gradients; returns worker 0's
 // parameters and gathers both workers' log lines.
-std::vector<float> TrainTwoWorkers(Shard& s, std::vector<std::string>* logs) {
+std::vector<float> TrainTwoWorkers(Shard& s, std::vector<std::string>* logs,
+                                   v1::WireDType dtype = v1::WIRE_DTYPE_F32) {
   RealClock clock;
   std::mutex mu;
   auto log = [&](const std::string& l) {
     std::lock_guard<std::mutex> lock(mu);
     logs->push_back(l);
   };
-  PsExchange w0(Options(s, 0, "sync", "t"), clock, log);
-  PsExchange w1(Options(s, 1, "sync", "t"), clock, log);
+  PsExchange w0(Options(s, 0, "sync", "t", dtype), clock, log);
+  PsExchange w1(Options(s, 1, "sync", "t", dtype), clock, log);
   std::vector<float> p0(kParams), p1(kParams, -1.0f), g0(kParams), g1(kParams);
   for (int64_t i = 0; i < kParams; ++i) p0[i] = static_cast<float>(i % 97) * 0.25f;
   absl::StatusOr<int64_t> s1;
@@ -148,6 +150,47 @@ TEST(PsDataPlaneTest, WorkersTrainOverItAsOverGrpc) {
   EXPECT_EQ(over_tcp, over_grpc);  // bit for bit
   EXPECT_THAT(testing::PrintToString(tcp_logs), HasSubstr("exchanging over the data plane"));
   EXPECT_THAT(testing::PrintToString(grpc_logs), ::testing::Not(HasSubstr("data plane")));
+}
+
+// fp16 on the wire (--wire-dtype fp16): the data plane narrows and widens
+// as gRPC does, so the two end bit for bit equal too.
+TEST(PsDataPlaneTest, Fp16StepsGoOverItAsOverGrpc) {
+  std::vector<std::string> tcp_logs, grpc_logs;
+  std::vector<float> over_tcp, over_grpc, fp32;
+  {
+    Shard s("sync", "t", /*tcp=*/true);
+    over_tcp = TrainTwoWorkers(s, &tcp_logs, v1::WIRE_DTYPE_F16);
+    EXPECT_EQ(s.shard().Status().applied_pushes(), 5);
+  }
+  {
+    Shard s("sync", "t", /*tcp=*/false);
+    over_grpc = TrainTwoWorkers(s, &grpc_logs, v1::WIRE_DTYPE_F16);
+  }
+  {
+    Shard s("sync", "t", /*tcp=*/true);
+    std::vector<std::string> logs;
+    fp32 = TrainTwoWorkers(s, &logs);
+  }
+  EXPECT_EQ(over_tcp, over_grpc);  // bit for bit
+  EXPECT_NE(over_tcp, fp32);       // and they were narrowed
+  EXPECT_THAT(testing::PrintToString(tcp_logs), HasSubstr("exchanging over the data plane"));
+}
+
+// A NaN narrowed to fp16 is still a NaN: refused, nothing applied.
+TEST(PsDataPlaneTest, Fp16NonFiniteGradientCommitsNothing) {
+  Shard s("async", "t", /*tcp=*/true);
+  RealClock clock;
+  std::vector<std::string> logs;
+  PsExchange w0(Options(s, 0, "async", "t", v1::WIRE_DTYPE_F16), clock,
+                [&](const std::string& l) { logs.push_back(l); });
+  std::vector<float> p(kParams, 1.0f), g(kParams, 0.5f);
+  ASSERT_EQ(*w0.Start(p), 0);
+  g[kParams - 1] = std::numeric_limits<float>::quiet_NaN();
+  absl::StatusOr<int64_t> step = w0.Step(0, g, p);
+  EXPECT_FALSE(step.ok());
+  EXPECT_THAT(std::string(step.status().message()), HasSubstr("NaN/Inf"));
+  EXPECT_EQ(s.shard().Status().applied_pushes(), 0);
+  EXPECT_EQ(s.shard().Status().rejected_pushes(), 1);
 }
 
 TEST(PsDataPlaneTest, UnreachableDataPortFallsBackToGrpcAndSaysSo) {
@@ -589,6 +632,13 @@ TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
   EXPECT_EQ(back->offset, 1000);
   EXPECT_EQ(back->length, 2000);
   EXPECT_EQ(back->min_step, 18);
+  EXPECT_EQ(back->dtype, wire::DType::kF32);
+  h.dtype = wire::DType::kF16;
+  EXPECT_EQ(wire::DecodeStepHeader(wire::EncodeStepHeader(h))->dtype, wire::DType::kF16);
+  wire::StepHeaderBytes unknown = wire::EncodeStepHeader(h);
+  unknown[56] = 7;  // a dtype this version does not know
+  EXPECT_THAT(std::string(wire::DecodeStepHeader(unknown).status().message()),
+              HasSubstr("unknown dtype 7"));
   wire::Answer a;
   a.code = absl::StatusCode::kAborted;
   a.pushed = true;
