@@ -1,5 +1,6 @@
 #include "runtime/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -37,6 +38,18 @@ class StateBuffer {
   size_t size_ = 0;
 };
 
+// Calls fill for each block of kApplyBlock values of [0, size), into a
+// buffer that stays in cache, then update(begin, count, block).
+template <typename Update>
+void ForEachBlock(size_t size, Optimizer::GradientBlocks fill, Update update) {
+  alignas(64) float block[Optimizer::kApplyBlock];
+  for (size_t b = 0; b < size; b += Optimizer::kApplyBlock) {
+    const size_t e = std::min(size, b + Optimizer::kApplyBlock);
+    fill(b, e, block);
+    update(b, static_cast<int64_t>(e - b), block);
+  }
+}
+
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, size_t size, ComputeDevice* device)
@@ -61,6 +74,20 @@ class Sgd final : public Optimizer {
       kernels::SgdUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(),
                          velocity_.data());
     }
+    ++steps_;
+  }
+
+  void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) override {
+    KT_CHECK_EQ(params.size(), size_);
+    KT_CHECK(device_ == nullptr);
+    const kernels::SgdParams p{.lr = lr,
+                               .weight_decay = o_.weight_decay,
+                               .momentum = o_.momentum,
+                               .nesterov = o_.nesterov};
+    float* v = velocity_.data();
+    ForEachBlock(size_, fill, [&](size_t b, int64_t n, const float* g) {
+      kernels::SgdUpdate(p, 0, n, params.data() + b, g, v == nullptr ? nullptr : v + b);
+    });
     ++steps_;
   }
 
@@ -93,15 +120,7 @@ class Adam final : public Optimizer {
   void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
     KT_CHECK_EQ(grads.size(), size_);
-    ++steps_;
-    const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), steps_);
-    const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), steps_);
-    // epsilon is applied to the bias-corrected second moment, as in Kingma & Ba.
-    const kernels::AdamParams p{.step = static_cast<float>(lr * std::sqrt(bc2) / bc1),
-                                .beta1 = o_.beta1,
-                                .beta2 = o_.beta2,
-                                .weight_decay = o_.weight_decay,
-                                .epsilon = static_cast<float>(o_.epsilon * std::sqrt(bc2))};
+    const kernels::AdamParams p = NextStep(lr);
     if (device_ != nullptr) {
       device_->AdamUpdate(p, params.data(), grads.data(), m_.data(), v_.data(),
                           static_cast<int64_t>(size_));
@@ -109,6 +128,15 @@ class Adam final : public Optimizer {
       kernels::AdamUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(), m_.data(),
                           v_.data());
     }
+  }
+
+  void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) override {
+    KT_CHECK_EQ(params.size(), size_);
+    KT_CHECK(device_ == nullptr);
+    const kernels::AdamParams p = NextStep(lr);
+    ForEachBlock(size_, fill, [&](size_t b, int64_t n, const float* g) {
+      kernels::AdamUpdate(p, 0, n, params.data() + b, g, m_.data() + b, v_.data() + b);
+    });
   }
 
   std::vector<std::pair<std::string, std::span<float>>> State() override {
@@ -119,6 +147,20 @@ class Adam final : public Optimizer {
   size_t size() const override { return size_; }
 
  private:
+  // Counts the step and returns its bias-corrected coefficients.
+  kernels::AdamParams NextStep(float lr) {
+    ++steps_;
+    const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), steps_);
+    const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), steps_);
+    // epsilon is applied to the bias-corrected second moment, as in Kingma & Ba.
+    const kernels::AdamParams p{.step = static_cast<float>(lr * std::sqrt(bc2) / bc1),
+                                .beta1 = o_.beta1,
+                                .beta2 = o_.beta2,
+                                .weight_decay = o_.weight_decay,
+                                .epsilon = static_cast<float>(o_.epsilon * std::sqrt(bc2))};
+    return p;
+  }
+
   OptimizerOptions o_;
   size_t size_;
   ComputeDevice* device_;

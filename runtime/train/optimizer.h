@@ -8,11 +8,13 @@
 #ifndef KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
 
+#include <cstddef>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "runtime/tensor/aligned_buffer.h"
 #include "runtime/tensor/compute_device.h"
@@ -36,6 +38,15 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // params -= update(grads) with learning rate `lr`; sizes must equal size().
   virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // Writes grads[begin, end) into `out` (end - begin <= kApplyBlock floats).
+  using GradientBlocks = absl::FunctionRef<void(size_t begin, size_t end, float* out)>;
+  static constexpr size_t kApplyBlock = 4096;  // 16 KiB: stays in L1/L2 cache
+  // As Apply, with the gradient made block by block, in order, by `fill`
+  // just before the update reads that block: a parameter server sums its
+  // workers' gradients there, so the sum never goes through memory whole.
+  // Gives the same bits as Apply on the gradient `fill` describes. Host
+  // memory only: an optimizer made with a device must not be called so.
+  virtual void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) = 0;
   // Named state buffers (velocity, moments) for checkpoints, in the
   // memory of the optimizer's device (host memory without one).
   virtual std::vector<std::pair<std::string, std::span<float>>> State() = 0;

@@ -44,7 +44,6 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   const size_t n = static_cast<size_t>(range_.length);
   params_ = std::make_shared<AlignedBuffer>(n);
   params_pool_ = {params_};
-  sum_ = AlignedBuffer(n);
   for (Worker& w : workers_) w.slot = AlignedBuffer(n);
   absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
   if (!opt.ok()) return opt.status();
@@ -237,6 +236,13 @@ void PsShard::ApplyLocked(std::span<const float> grad) {
   ++applied_;
 }
 
+void PsShard::ApplyLocked(train::Optimizer::GradientBlocks fill) {
+  optimizer_->ApplyBlocks(MutableParamsLocked(), fill, schedule_->At(global_step_));
+  ++global_step_;
+  ++version_;
+  ++applied_;
+}
+
 absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
                                                std::optional<int64_t> nonfinite) {
   if (worker < 0 || worker >= static_cast<int>(workers_.size())) {
@@ -284,8 +290,8 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
     r.accepted = true;
     if (accepted_count_ >= rule_->GradientsPerUpdate(opt_.num_workers - done_count_)) {
       // Sum in worker order so the result never depends on arrival order,
-      // and average, in one pass over blocks that stay in cache.
-      float* sum = sum_.data();
+      // and average, a block at a time right before the optimizer reads it:
+      // the sum never goes through memory whole.
       std::vector<const float*> slots;
       for (Worker& o : workers_) {
         if (!o.accepted) continue;
@@ -293,19 +299,17 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
         o.accepted = false;
       }
       const float inv = 1.0f / static_cast<float>(accepted_count_);
-      constexpr size_t kBlock = 4096;
-      for (size_t b = 0; b < sum_.size(); b += kBlock) {
-        const size_t e = std::min(sum_.size(), b + kBlock);
-        const float* s0 = slots[0];
-        for (size_t i = b; i < e; ++i) sum[i] = s0[i];
-        for (size_t k = 1; k < slots.size(); ++k) {
-          const float* s = slots[k];
-          for (size_t i = b; i < e; ++i) sum[i] += s[i];
-        }
-        for (size_t i = b; i < e; ++i) sum[i] *= inv;
-      }
       accepted_count_ = 0;
-      ApplyLocked(std::span<const float>(sum, sum_.size()));
+      ApplyLocked([&](size_t b, size_t e, float* out) {
+        const size_t n = e - b;
+        const float* s0 = slots[0] + b;
+        for (size_t i = 0; i < n; ++i) out[i] = s0[i];
+        for (size_t k = 1; k < slots.size(); ++k) {
+          const float* s = slots[k] + b;
+          for (size_t i = 0; i < n; ++i) out[i] += s[i];
+        }
+        for (size_t i = 0; i < n; ++i) out[i] *= inv;
+      });
       for (Worker& o : workers_) o.clock = global_step_;
       MaybeCheckpointLocked();
       cv_.notify_all();

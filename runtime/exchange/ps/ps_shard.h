@@ -179,6 +179,8 @@ class PsShard {
   absl::Status CheckWorker(int worker) const;  // requires mu_
   absl::Status EnsureLayoutLocked(int64_t num_params);
   void ApplyLocked(std::span<const float> grad);
+  // The same, with the gradient made block by block (a sync step's sum).
+  void ApplyLocked(train::Optimizer::GradientBlocks fill);
   void MaybeCheckpointLocked();
   absl::StatusOr<std::string> CheckpointLocked();
   int64_t MinActiveClockLocked() const;
@@ -209,7 +211,6 @@ class PsShard {
   // pinned moves to another buffer of params_pool_ first (MutableParams).
   std::shared_ptr<AlignedBuffer> params_;
   std::vector<std::shared_ptr<AlignedBuffer>> params_pool_;
-  AlignedBuffer sum_;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::optional<train::LrSchedule> schedule_;
   std::vector<Worker> workers_;

@@ -1,5 +1,6 @@
 #include "runtime/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -58,6 +59,47 @@ TEST(Optimizers, MinimiseAQuadratic) {
     }
     EXPECT_NEAR(p[0], 1.0f, 1e-2) << kind;
     EXPECT_NEAR(p[1], 2.0f, 1e-2) << kind;
+  }
+}
+
+TEST(Optimizers, ApplyBlocksGivesApplysBits) {
+  const std::vector<OptimizerOptions> cases = {
+      {.kind = "sgd", .momentum = 0.0f},
+      {.kind = "sgd", .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-3f},
+      {.kind = "sgd", .momentum = 0.5f},
+      {.kind = "adam", .weight_decay = 1e-2f},
+  };
+  // Three whole blocks and a ragged tail.
+  const size_t n = 3 * Optimizer::kApplyBlock + 17;
+  for (const OptimizerOptions& o : cases) {
+    auto whole = *MakeOptimizer(o, n);
+    auto blocks = *MakeOptimizer(o, n);
+    std::vector<float> p1(n), p2(n), g(n);
+    for (size_t i = 0; i < n; ++i) p1[i] = p2[i] = std::sin(0.001f * static_cast<float>(i));
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < n; ++i) g[i] = std::cos(0.01f * static_cast<float>(i * (step + 1)));
+      whole->Apply(p1, g, 0.05f);
+      size_t next = 0;  // blocks come in order, each at most kApplyBlock
+      blocks->ApplyBlocks(
+          p2,
+          [&](size_t begin, size_t end, float* out) {
+            ASSERT_EQ(begin, next);
+            ASSERT_GT(end, begin);
+            ASSERT_LE(end - begin, Optimizer::kApplyBlock);
+            std::copy(g.begin() + begin, g.begin() + end, out);
+            next = end;
+          },
+          0.05f);
+      EXPECT_EQ(next, n) << o.kind;
+    }
+    EXPECT_EQ(p1, p2) << o.kind << " momentum " << o.momentum;
+    EXPECT_EQ(whole->steps(), blocks->steps());
+    const auto s1 = whole->State(), s2 = blocks->State();
+    ASSERT_EQ(s1.size(), s2.size());
+    for (size_t k = 0; k < s1.size(); ++k) {
+      EXPECT_TRUE(std::equal(s1[k].second.begin(), s1[k].second.end(), s2[k].second.begin()))
+          << o.kind << " " << s1[k].first;
+    }
   }
 }
 
