@@ -43,6 +43,7 @@ absl::StatusOr<v1::RegisterResponse> PsShardClient::Register(const v1::RegisterR
   grpc::Status s = stub_->Register(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);
   data_.SetPort(static_cast<int>(resp.data_port()));
+  data_fp16_ = resp.data_plane_fp16();
   return resp;
 }
 
@@ -184,8 +185,9 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
   if (values.empty() || out.empty()) {
     return absl::InvalidArgumentError("PushPull of an empty range");
   }
-  if (data_.active() && (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_F16 ||
-                         dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
+  if (data_.active() &&
+      (dtype == v1::WIRE_DTYPE_F32 || (dtype == v1::WIRE_DTYPE_F16 && data_fp16_) ||
+       dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
     absl::StatusOr<PullReply> r = data_.PushPull(
         header, values, pull, out, offset, pushed, written, StillTheSameShard(header.incarnation()),
         dtype == v1::WIRE_DTYPE_F16 ? data_plane::DType::kF16 : data_plane::DType::kF32);

@@ -58,6 +58,9 @@ class PsService final : public grpc::Service {
   // workers at registration; 0 (the default) advertises none. Set before
   // serving.
   void set_data_port(int port) { data_port_ = port; }
+  // Whether to tell workers the data plane takes fp16 steps (true: every
+  // PsDataServer does). False only acts as a shard from before that did.
+  void set_data_plane_fp16(bool yes) { data_plane_fp16_ = yes; }
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp);
@@ -113,6 +116,7 @@ class PsService final : public grpc::Service {
   const std::string token_;
   metrics::RuntimeMetrics* const metrics_;
   int data_port_ = 0;
+  bool data_plane_fp16_ = true;
   std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
   std::shared_ptr<const PullFrames> pull_frames_;
   FramePool pull_pool_;

@@ -40,7 +40,8 @@ constexpr uint64_t kIncarnation = 4242;
 // plane beside it. `advertise` overrides the advertised data port.
 class Shard {
  public:
-  Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1) {
+  Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1,
+        bool fp16_plane = true) {
     PsShardOptions o;
     o.num_workers = 2;
     o.mode = *ExchangeMode::Parse(mode);
@@ -58,6 +59,7 @@ class Shard {
       service_->set_data_port(data_->port());
     }
     if (advertise >= 0) service_->set_data_port(advertise);
+    service_->set_data_plane_fp16(fp16_plane);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(service_.get());
@@ -174,6 +176,31 @@ TEST(PsDataPlaneTest, Fp16StepsGoOverItAsOverGrpc) {
   EXPECT_EQ(over_tcp, over_grpc);  // bit for bit
   EXPECT_NE(over_tcp, fp32);       // and they were narrowed
   EXPECT_THAT(testing::PrintToString(tcp_logs), HasSubstr("exchanging over the data plane"));
+  EXPECT_THAT(testing::PrintToString(grpc_logs), Not(HasSubstr("exchanging over the data plane")));
+}
+
+// A shard from before fp16 over the data plane advertises its port but not
+// data_plane_fp16: it would read fp16 bytes as fp32 and wait for the rest.
+// fp16 steps go to it over gRPC; fp32 steps still use its data plane.
+TEST(PsDataPlaneTest, Fp16StepsToAnOlderShardGoOverGrpc) {
+  std::vector<float> reference;
+  {
+    Shard s("sync", "t", /*tcp=*/false);
+    std::vector<std::string> logs;
+    reference = TrainTwoWorkers(s, &logs, v1::WIRE_DTYPE_F16);
+  }
+  {
+    Shard s("sync", "t", /*tcp=*/true, /*advertise=*/-1, /*fp16_plane=*/false);
+    std::vector<std::string> logs;
+    EXPECT_EQ(TrainTwoWorkers(s, &logs, v1::WIRE_DTYPE_F16), reference);
+    EXPECT_THAT(testing::PrintToString(logs), Not(HasSubstr("exchanging over the data plane")));
+  }
+  {
+    Shard s("sync", "t", /*tcp=*/true, /*advertise=*/-1, /*fp16_plane=*/false);
+    std::vector<std::string> logs;
+    TrainTwoWorkers(s, &logs);
+    EXPECT_THAT(testing::PrintToString(logs), HasSubstr("exchanging over the data plane"));
+  }
 }
 
 // A NaN narrowed to fp16 is still a NaN: refused, nothing applied.
