@@ -7,12 +7,11 @@
 // PsService on 127.0.0.1:0, sgd with momentum 0) and W worker threads, each
 // with its own PsExchange (its own channels, so its own TCP connections).
 // A worker step pushes the gradient and pulls the parameters: 2 * 4 bytes
-// per parameter. The TCP peer runs W client threads, each with its own
-// connection (TCP_NODELAY) to a server thread that reads N bytes and writes
-// N bytes back, for the same number of steps; each transfer is one
-// send/recv loop over the whole N-byte buffer. Socket buffers are left to
-// the kernel's autotuning, as gRPC leaves them (on Linux it grows them to
-// tcp_rmem/tcp_wmem max, beyond what SO_RCVBUF may ask for);
+// per parameter (2 * 2 with --wire-dtype=fp16). The TCP peer runs W client threads, each with its
+// own connection (TCP_NODELAY) to a server thread that reads N bytes and writes N bytes back, for
+// the same number of steps; each transfer is one send/recv loop over the whole N-byte buffer.
+// Socket buffers are left to the kernel's autotuning, as gRPC leaves them (on Linux it grows them
+// to tcp_rmem/tcp_wmem max, beyond what SO_RCVBUF may ask for);
 // --tcp-buffer=BYTES sets SO_SNDBUF/SO_RCVBUF instead. Throughput is total
 // bytes / wall time; GB/s is 1e9 bytes/s. Each phase also records the CPU
 // time (user + system, every thread of the process) per GB moved:
@@ -205,7 +204,7 @@ struct PsResult {
 // threads each driving its own PsExchange; as many steps as make the timed
 // phase take about `target` seconds.
 PsResult RunPs(int64_t num_params, int shards, int workers, const std::string& mode, bool tcp,
-               double target) {
+               v1::WireDType dtype, double target) {
   std::vector<std::unique_ptr<LoopbackShard>> servers;
   std::vector<std::string> addresses;
   for (int i = 0; i < shards; ++i) {
@@ -228,6 +227,7 @@ PsResult RunPs(int64_t num_params, int shards, int workers, const std::string& m
     o.worker_name = "worker-" + std::to_string(w);
     o.initializer = w == 0;
     o.mode = *m;
+    o.wire_dtype = dtype;
     o.peer_timeout_seconds = 30;
     ws[w].exchange = std::make_unique<PsExchange>(o, clock, [](const std::string&) {});
     ws[w].params.assign(static_cast<size_t>(num_params), 0.5f);
@@ -458,17 +458,22 @@ struct Row {
 struct Settings {
   double target = 0.8;  // seconds per timed PS phase
   int tcp_buffer = 0;   // SO_SNDBUF/SO_RCVBUF; 0: autotuned
+  // The PS's values on the wire; the TCP peer and the floor move the same
+  // bytes (2 per value in fp16).
+  v1::WireDType dtype = v1::WIRE_DTYPE_F32;
 };
 
 Row Measure(int mb, int shards, int workers, const std::string& mode, const std::string& plane,
             const Settings& set) {
   const int64_t num_params = mb * kParamsPerMb;
-  const PsResult ps = RunPs(num_params, shards, workers, mode, plane == "tcp", set.target);
-  const TcpResult tcp =
-      RunTcp(num_params * 4, workers, ps.steps, set.target, set.tcp_buffer, /*floor=*/false);
+  const PsResult ps =
+      RunPs(num_params, shards, workers, mode, plane == "tcp", set.dtype, set.target);
+  const int64_t per_value = set.dtype == v1::WIRE_DTYPE_F16 ? 2 : 4;
+  const TcpResult tcp = RunTcp(num_params * per_value, workers, ps.steps, set.target,
+                               set.tcp_buffer, /*floor=*/false);
   const TcpResult floor_peer =
-      RunTcp(num_params * 4, workers, ps.steps, set.target, set.tcp_buffer, /*floor=*/true);
-  const double bytes = 2.0 * 4.0 * static_cast<double>(num_params) * workers * ps.steps;
+      RunTcp(num_params * per_value, workers, ps.steps, set.target, set.tcp_buffer, /*floor=*/true);
+  const double bytes = 2.0 * static_cast<double>(per_value * num_params) * workers * ps.steps;
   return Row{mb,
              shards,
              workers,
@@ -542,6 +547,9 @@ int Main(int argc, char** argv) {
         planes.push_back(p);
       }
       ok = ok && !planes.empty();
+    } else if (key == "--wire-dtype") {
+      ok = value == "fp32" || value == "fp16";
+      set.dtype = value == "fp16" ? v1::WIRE_DTYPE_F16 : v1::WIRE_DTYPE_F32;
     } else if (key == "--seconds") {
       set.target = std::atof(value.c_str());
       ok = set.target > 0;
@@ -561,7 +569,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--sizes=1,4,16,64] [--shards=1,2] [--workers=1,2,3,4]\n"
                    "          [--modes=async,sync] [--planes=tcp,grpc] [--no-sync] [--seconds=S]\n"
-                   "          [--tcp-buffer=BYTES]\n"
+                   "          [--tcp-buffer=BYTES] [--wire-dtype=fp32|fp16]\n"
                    "  --quick      64 MB only, 1 and 2 shards, 1 and 2 workers\n"
                    "  --no-sync    leave out the sync rows (64 MB, 2 workers)\n"
                    "  --modes=M,.. every cell in each of these modes (async, sync, ssp:N);\n"
@@ -569,12 +577,15 @@ int Main(int argc, char** argv) {
                    "  --planes=P,.. the PS data planes: tcp (direct, the default) and grpc\n"
                    "  --seconds=S  target wall time of each timed PS and TCP phase (default 0.8)\n"
                    "  --tcp-buffer=BYTES  SO_SNDBUF/SO_RCVBUF of the TCP peer (default 0:\n"
-                   "               the kernel's autotuning)\n",
+                   "               the kernel's autotuning)\n"
+                   "  --wire-dtype=fp16  the PS's values in fp16 (converted on both sides);\n"
+                   "               the TCP peer and the floor move the same bytes\n",
                    argv[0]);
       return a == "--help" ? 0 : 2;
     }
   }
-  std::printf("push+pull over loopback, GB/s = 1e9 bytes/s; %u CPUs\n",
+  std::printf("push+pull over loopback, GB/s = 1e9 bytes/s on the wire; values in %s; %u CPUs\n",
+              set.dtype == v1::WIRE_DTYPE_F16 ? "fp16 (2 bytes)" : "fp32 (4 bytes)",
               std::thread::hardware_concurrency());
   std::printf(
       "size_MB  shards  workers  mode   plane  steps   ps_GBps  tcp_GBps  ratio  ps_cpu_GB  "
