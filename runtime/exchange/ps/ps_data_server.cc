@@ -344,12 +344,19 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
     {
       std::lock_guard<std::mutex> lock(crc_mu_);
       if (half_ == nullptr || half_->version != version) {
-        auto fresh = std::make_shared<HalfParams>();
-        fresh->version = version;
-        fresh->values.resize(p.values.size());
-        exchange::FloatsToHalves(p.values.data(), p.values.size(), fresh->values.data());
-        fresh->crc = Crc32c(fresh->values.data(), fresh->values.size() * sizeof(uint16_t));
-        half_ = std::move(fresh);
+        // The buffer is reused once no sender holds it (a new holder is
+        // taken only under crc_mu_, so a count of 1 stays 1; the fence
+        // pairs with the last sender's release of it); a fresh buffer per
+        // version cost a page fault per 4 KiB for large shards.
+        if (half_ == nullptr || half_.use_count() > 1) {
+          half_ = std::make_shared<HalfParams>();
+        } else {
+          std::atomic_thread_fence(std::memory_order_acquire);
+        }
+        half_->version = version;
+        half_->values.resize(p.values.size());
+        exchange::FloatsToHalves(p.values.data(), p.values.size(), half_->values.data());
+        half_->crc = Crc32c(half_->values.data(), half_->values.size() * sizeof(uint16_t));
       }
       h = half_;
     }

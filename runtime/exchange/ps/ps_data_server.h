@@ -116,7 +116,7 @@ class PsDataServer {
   std::mutex crc_mu_;         // guards the three below
   uint64_t crc_version_ = 0;  // 0: none known yet (versions start at 1)
   uint32_t crc_ = 0;
-  std::shared_ptr<const HalfParams> half_;
+  std::shared_ptr<HalfParams> half_;  // senders hold it as const
 };
 
 }  // namespace kubetrain::ps
