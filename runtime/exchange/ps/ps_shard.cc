@@ -206,26 +206,28 @@ void PsShard::CountRejected(metrics::RejectReason reason, const std::string& mes
 }
 
 std::span<float> PsShard::MutableParamsLocked() {
-  // Held by params_ and the pool only: nobody reads it unlocked.
-  if (params_.use_count() > 2) {
-    std::shared_ptr<AlignedBuffer> spare;
-    for (const std::shared_ptr<AlignedBuffer>& b : params_pool_) {
-      if (b != params_ && b.use_count() == 1) {
-        spare = b;
-        break;
-      }
-    }
-    if (spare == nullptr) {
-      spare = std::make_shared<AlignedBuffer>(params_->size());
-      params_pool_.push_back(spare);
-    }
-    std::copy(params_->data(), params_->data() + params_->size(), spare->data());
-    params_ = std::move(spare);
+  // New pins are taken only under mu_, so a buffer whose count reads 1 (or
+  // 2 for params_, held by params_ and the pool) stays unread. Each fence
+  // below pairs with the release of the last reader's drop, so that
+  // reader's reads of the buffer come before the writes that follow it.
+  if (params_.use_count() <= 2) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return params_->span();
   }
-  // New pins are taken only under mu_, so a count of 1 (or 2 for params_)
-  // stays so; this pairs with the release of the last reader's drop, so
-  // its reads of the buffer come before the writes that follow.
+  std::shared_ptr<AlignedBuffer> spare;
+  for (const std::shared_ptr<AlignedBuffer>& b : params_pool_) {
+    if (b != params_ && b.use_count() == 1) {
+      spare = b;
+      break;
+    }
+  }
+  if (spare == nullptr) {
+    spare = std::make_shared<AlignedBuffer>(params_->size());
+    params_pool_.push_back(spare);
+  }
   std::atomic_thread_fence(std::memory_order_acquire);
+  std::copy(params_->data(), params_->data() + params_->size(), spare->data());
+  params_ = std::move(spare);
   return params_->span();
 }
 
