@@ -344,19 +344,29 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
     {
       std::lock_guard<std::mutex> lock(crc_mu_);
       if (half_ == nullptr || half_->version != version) {
-        // The buffer is reused once no sender holds it (a new holder is
-        // taken only under crc_mu_, so a count of 1 stays 1; the fence
-        // pairs with the last sender's release of it); a fresh buffer per
-        // version cost a page fault per 4 KiB for large shards.
-        if (half_ == nullptr || half_.use_count() > 1) {
-          half_ = std::make_shared<HalfParams>();
-        } else {
-          std::atomic_thread_fence(std::memory_order_acquire);
+        // A pooled buffer is reused once only the pool holds it (a new
+        // holder is taken only under crc_mu_, so a count of 1 stays 1; the
+        // fence pairs with the last sender's release of it). A fresh buffer
+        // per version cost a page fault per 4 KiB for large shards, and in
+        // async mode a sender usually still holds the previous version. The
+        // pool grows to the most senders at once, plus one. The newest is
+        // preferred when free (held by half_ and the pool only): in sync
+        // mode one buffer then serves every step.
+        std::shared_ptr<HalfParams> spare;
+        if (half_ != nullptr && half_.use_count() == 2) spare = half_;
+        for (size_t i = 0; i < half_pool_.size() && spare == nullptr; ++i) {
+          if (half_pool_[i].use_count() == 1) spare = half_pool_[i];
         }
-        half_->version = version;
-        half_->values.resize(p.values.size());
-        exchange::FloatsToHalves(p.values.data(), p.values.size(), half_->values.data());
-        half_->crc = Crc32c(half_->values.data(), half_->values.size() * sizeof(uint16_t));
+        if (spare == nullptr) {
+          spare = std::make_shared<HalfParams>();
+          half_pool_.push_back(spare);
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        spare->version = version;
+        spare->values.resize(p.values.size());
+        exchange::FloatsToHalves(p.values.data(), p.values.size(), spare->values.data());
+        spare->crc = Crc32c(spare->values.data(), spare->values.size() * sizeof(uint16_t));
+        half_ = std::move(spare);
       }
       h = half_;
     }

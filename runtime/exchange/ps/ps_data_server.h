@@ -113,10 +113,11 @@ class PsDataServer {
     std::vector<uint16_t> values;
     uint32_t crc = 0;
   };
-  std::mutex crc_mu_;         // guards the three below
+  std::mutex crc_mu_;         // guards the four below
   uint64_t crc_version_ = 0;  // 0: none known yet (versions start at 1)
   uint32_t crc_ = 0;
-  std::shared_ptr<HalfParams> half_;  // senders hold it as const
+  std::shared_ptr<HalfParams> half_;  // the newest; senders hold it as const
+  std::vector<std::shared_ptr<HalfParams>> half_pool_;  // half_ and spares
 };
 
 }  // namespace kubetrain::ps

@@ -11,11 +11,13 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/crc32c.h"
@@ -41,9 +43,9 @@ constexpr uint64_t kIncarnation = 4242;
 class Shard {
  public:
   Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1,
-        bool fp16_plane = true) {
+        bool fp16_plane = true, int num_workers = 2) {
     PsShardOptions o;
-    o.num_workers = 2;
+    o.num_workers = num_workers;
     o.mode = *ExchangeMode::Parse(mode);
     o.optimizer.kind = "sgd";
     o.optimizer.momentum = 0;
@@ -177,6 +179,75 @@ TEST(PsDataPlaneTest, Fp16StepsGoOverItAsOverGrpc) {
   EXPECT_NE(over_tcp, fp32);       // and they were narrowed
   EXPECT_THAT(testing::PrintToString(tcp_logs), HasSubstr("exchanging over the data plane"));
   EXPECT_THAT(testing::PrintToString(grpc_logs), Not(HasSubstr("exchanging over the data plane")));
+}
+
+// Async workers pull while others push, so the shard sends versions that
+// overlap: it must never send bytes it is overwriting. Every update here
+// adds -0.5 to every parameter (sgd, lr 0.5, gradient 1, exact in fp16), so
+// each pull must be uniform and equal -0.5 x its global step; a buffer
+// reused while still being sent shows up as a mixed pull or a checksum
+// error.
+void AsyncPullsAreWholeVersions(v1::WireDType dtype) {
+  constexpr int kWorkers = 4;
+  Shard s("async", "t", /*tcp=*/true, /*advertise=*/-1, /*fp16_plane=*/true, kWorkers);
+  RealClock clock;
+  constexpr int64_t kSteps = 50;  // 200 updates: -100 at most, exact in fp16
+  constexpr int64_t kAsyncParams = 1 << 21;  // 8 MB: long sends, more overlap
+  std::mutex mu;
+  std::vector<std::string> logs;
+  auto log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    logs.push_back(l);
+  };
+  std::vector<std::unique_ptr<PsExchange>> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    PsExchangeOptions o = Options(s, w, "async", "t", dtype);
+    o.total_steps = kWorkers * kSteps;
+    workers.push_back(std::make_unique<PsExchange>(o, clock, log));
+  }
+  std::vector<std::string> failures(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<float> p(kAsyncParams, 0.0f);
+      const std::vector<float> g(kAsyncParams, 1.0f);
+      absl::StatusOr<int64_t> started = workers[w]->Start(p);
+      if (!started.ok()) {
+        failures[w] = started.status().ToString();
+        return;
+      }
+      for (int64_t step = 0; step < kSteps; ++step) {
+        absl::StatusOr<int64_t> next = workers[w]->Step(step, g, p);
+        if (!next.ok()) {
+          failures[w] = absl::StrCat("step ", step, ": ", next.status().ToString());
+          return;
+        }
+        const int64_t global = workers[w]->global_step();  // of the pulled version
+        const float want = -0.5f * static_cast<float>(global);
+        for (int64_t i = 0; i < kAsyncParams; ++i) {
+          if (p[i] != want) {
+            failures[w] = absl::StrCat("step ", step, " at global step ", global,
+                                       ": parameter ", i, " is ", p[i], ", not ", want);
+            return;
+          }
+        }
+      }
+      if (absl::Status f = workers[w]->Finish(); !f.ok()) failures[w] = f.ToString();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(failures[w], "") << "worker " << w;
+  EXPECT_EQ(s.shard().Status().applied_pushes(), kWorkers * kSteps);
+  EXPECT_EQ(s.shard().Status().rejected_pushes(), 0);
+  EXPECT_THAT(testing::PrintToString(logs), HasSubstr("exchanging over the data plane"));
+}
+
+TEST(PsDataPlaneTest, AsyncFp32PullsAreWholeVersions) {
+  AsyncPullsAreWholeVersions(v1::WIRE_DTYPE_F32);
+}
+
+TEST(PsDataPlaneTest, AsyncFp16PullsAreWholeVersions) {
+  AsyncPullsAreWholeVersions(v1::WIRE_DTYPE_F16);
 }
 
 // A shard from before fp16 over the data plane advertises its port but not
