@@ -344,24 +344,11 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
     {
       std::lock_guard<std::mutex> lock(crc_mu_);
       if (half_ == nullptr || half_->version != version) {
-        // A pooled buffer is reused once only the pool holds it (a new
-        // holder is taken only under crc_mu_, so a count of 1 stays 1; the
-        // fence pairs with the last sender's release of it). A fresh buffer
-        // per version cost a page fault per 4 KiB for large shards, and in
-        // async mode a sender usually still holds the previous version. The
-        // pool grows to the most senders at once, plus one. The newest is
-        // preferred when free (held by half_ and the pool only): in sync
-        // mode one buffer then serves every step.
-        std::shared_ptr<HalfParams> spare;
-        if (half_ != nullptr && half_.use_count() == 2) spare = half_;
-        for (size_t i = 0; i < half_pool_.size() && spare == nullptr; ++i) {
-          if (half_pool_[i].use_count() == 1) spare = half_pool_[i];
-        }
-        if (spare == nullptr) {
-          spare = std::make_shared<HalfParams>();
-          half_pool_.push_back(spare);
-        }
-        std::atomic_thread_fence(std::memory_order_acquire);
+        // Narrowed into a buffer no sender holds: a fresh one per version
+        // cost a page fault per 4 KiB for large shards, and in async mode a
+        // sender usually still holds the previous version.
+        std::shared_ptr<HalfParams> spare =
+            half_pool_.Writable(half_, [] { return std::make_shared<HalfParams>(); });
         spare->version = version;
         spare->values.resize(p.values.size());
         exchange::FloatsToHalves(p.values.data(), p.values.size(), spare->values.data());

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/ps/reuse_pool.h"
 #include "runtime/exchange/tcp_link.h"
 #include "runtime/metrics/runtime_metrics.h"
 
@@ -117,7 +118,7 @@ class PsDataServer {
   uint64_t crc_version_ = 0;  // 0: none known yet (versions start at 1)
   uint32_t crc_ = 0;
   std::shared_ptr<HalfParams> half_;  // the newest; senders hold it as const
-  std::vector<std::shared_ptr<HalfParams>> half_pool_;  // half_ and spares
+  ReusePool<HalfParams> half_pool_;
 };
 
 }  // namespace kubetrain::ps

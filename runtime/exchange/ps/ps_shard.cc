@@ -42,8 +42,8 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   num_params_ = num_params;
   range_ = ShardRange(num_params, opt_.num_shards, opt_.shard_index);
   const size_t n = static_cast<size_t>(range_.length);
-  params_ = std::make_shared<AlignedBuffer>(n);
-  params_pool_ = {params_};
+  params_pool_ = ReusePool<AlignedBuffer>();
+  params_ = params_pool_.Writable(nullptr, [n] { return std::make_shared<AlignedBuffer>(n); });
   for (Worker& w : workers_) w.slot = AlignedBuffer(n);
   absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
   if (!opt.ok()) return opt.status();
@@ -206,28 +206,14 @@ void PsShard::CountRejected(metrics::RejectReason reason, const std::string& mes
 }
 
 std::span<float> PsShard::MutableParamsLocked() {
-  // New pins are taken only under mu_, so a buffer whose count reads 1 (or
-  // 2 for params_, held by params_ and the pool) stays unread. Each fence
-  // below pairs with the release of the last reader's drop, so that
-  // reader's reads of the buffer come before the writes that follow it.
-  if (params_.use_count() <= 2) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return params_->span();
+  // A pinned buffer stays as its readers saw it: the update goes to a
+  // free buffer, which first gets the current parameters.
+  std::shared_ptr<AlignedBuffer> out = params_pool_.Writable(
+      params_, [&] { return std::make_shared<AlignedBuffer>(params_->size()); });
+  if (out != params_) {
+    std::copy(params_->data(), params_->data() + params_->size(), out->data());
+    params_ = std::move(out);
   }
-  std::shared_ptr<AlignedBuffer> spare;
-  for (const std::shared_ptr<AlignedBuffer>& b : params_pool_) {
-    if (b != params_ && b.use_count() == 1) {
-      spare = b;
-      break;
-    }
-  }
-  if (spare == nullptr) {
-    spare = std::make_shared<AlignedBuffer>(params_->size());
-    params_pool_.push_back(spare);
-  }
-  std::atomic_thread_fence(std::memory_order_acquire);
-  std::copy(params_->data(), params_->data() + params_->size(), spare->data());
-  params_ = std::move(spare);
   return params_->span();
 }
 

@@ -26,6 +26,7 @@
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/ps/consistency_rule.h"
 #include "runtime/exchange/ps/exchange_mode.h"
+#include "runtime/exchange/ps/reuse_pool.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/tensor/aligned_buffer.h"
@@ -210,7 +211,7 @@ class PsShard {
   // (PullResult::pin) and send from it unlocked; an update while it is
   // pinned moves to another buffer of params_pool_ first (MutableParams).
   std::shared_ptr<AlignedBuffer> params_;
-  std::vector<std::shared_ptr<AlignedBuffer>> params_pool_;
+  ReusePool<AlignedBuffer> params_pool_;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::optional<train::LrSchedule> schedule_;
   std::vector<Worker> workers_;

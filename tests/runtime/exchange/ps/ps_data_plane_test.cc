@@ -191,7 +191,7 @@ void AsyncPullsAreWholeVersions(v1::WireDType dtype) {
   constexpr int kWorkers = 4;
   Shard s("async", "t", /*tcp=*/true, /*advertise=*/-1, /*fp16_plane=*/true, kWorkers);
   RealClock clock;
-  constexpr int64_t kSteps = 50;  // 200 updates: -100 at most, exact in fp16
+  constexpr int64_t kSteps = 50;             // 200 updates: -100 at most, exact in fp16
   constexpr int64_t kAsyncParams = 1 << 21;  // 8 MB: long sends, more overlap
   std::mutex mu;
   std::vector<std::string> logs;
@@ -226,8 +226,8 @@ void AsyncPullsAreWholeVersions(v1::WireDType dtype) {
         const float want = -0.5f * static_cast<float>(global);
         for (int64_t i = 0; i < kAsyncParams; ++i) {
           if (p[i] != want) {
-            failures[w] = absl::StrCat("step ", step, " at global step ", global,
-                                       ": parameter ", i, " is ", p[i], ", not ", want);
+            failures[w] = absl::StrCat("step ", step, " at global step ", global, ": parameter ", i,
+                                       " is ", p[i], ", not ", want);
             return;
           }
         }
