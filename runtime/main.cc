@@ -113,6 +113,11 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
                   "carry every step over gRPC (grpc)")
       ->capture_default_str()
       ->check(CLI::IsMember({"tcp", "grpc"}));
+  cmd->add_flag("--ps-pipeline", o.ps_pipeline,
+                "Parameter servers, sync mode: apply each 64Ki-value chunk of a step as soon as "
+                "every worker's gradient for it has arrived, and stream the new parameters back "
+                "while the pushes are still arriving (data plane only; pays where the network, not "
+                "the CPU, bounds the exchange)");
   cmd->add_option("--peer-timeout", o.peer_timeout_seconds,
                   "Seconds a peer may be unreachable before this replica exits with code 129")
       ->capture_default_str();

@@ -91,6 +91,19 @@ class Sgd final : public Optimizer {
     ++steps_;
   }
 
+  void ApplyPart(std::span<float> params, size_t offset, GradientBlocks fill, float lr) override {
+    KT_CHECK_GE(size_, offset + params.size());
+    KT_CHECK(device_ == nullptr);
+    const kernels::SgdParams p{.lr = lr,
+                               .weight_decay = o_.weight_decay,
+                               .momentum = o_.momentum,
+                               .nesterov = o_.nesterov};
+    float* v = velocity_.data();
+    ForEachBlock(params.size(), fill, [&](size_t b, int64_t n, const float* g) {
+      kernels::SgdUpdate(p, 0, n, params.data() + b, g, v == nullptr ? nullptr : v + offset + b);
+    });
+  }
+
   std::vector<std::pair<std::string, std::span<float>>> State() override {
     if (o_.momentum == 0.0f) return {};
     return {{"velocity", velocity_.span()}};
@@ -139,6 +152,17 @@ class Adam final : public Optimizer {
     });
   }
 
+  void ApplyPart(std::span<float> params, size_t offset, GradientBlocks fill, float lr) override {
+    KT_CHECK_GE(size_, offset + params.size());
+    KT_CHECK(device_ == nullptr);
+    const kernels::AdamParams p = Coefficients(lr, steps_ + 1);
+    float* m = m_.data() + offset;
+    float* v = v_.data() + offset;
+    ForEachBlock(params.size(), fill, [&](size_t b, int64_t n, const float* g) {
+      kernels::AdamUpdate(p, 0, n, params.data() + b, g, m + b, v + b);
+    });
+  }
+
   std::vector<std::pair<std::string, std::span<float>>> State() override {
     return {{"m", m_.span()}, {"v", v_.span()}};
   }
@@ -150,8 +174,12 @@ class Adam final : public Optimizer {
   // Counts the step and returns its bias-corrected coefficients.
   kernels::AdamParams NextStep(float lr) {
     ++steps_;
-    const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), steps_);
-    const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), steps_);
+    return Coefficients(lr, steps_);
+  }
+  // The bias-corrected coefficients of step `step` (1-based).
+  kernels::AdamParams Coefficients(float lr, int64_t step) const {
+    const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), step);
+    const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), step);
     // epsilon is applied to the bias-corrected second moment, as in Kingma & Ba.
     const kernels::AdamParams p{.step = static_cast<float>(lr * std::sqrt(bc2) / bc1),
                                 .beta1 = o_.beta1,

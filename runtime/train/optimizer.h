@@ -47,6 +47,14 @@ class Optimizer {
   // Gives the same bits as Apply on the gradient `fill` describes. Host
   // memory only: an optimizer made with a device must not be called so.
   virtual void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) = 0;
+  // One step in parts, for a parameter server that applies each chunk of a
+  // sync step as soon as every worker's gradient for it has arrived:
+  // updates the parameters [offset, offset + params.size()) of this range
+  // (`params` is that part; `fill` is called with begin/end relative to
+  // `offset`) and their state, as step steps() + 1 would, without counting
+  // the step. Parts covering the range once, then set_steps(steps() + 1),
+  // give ApplyBlocks' bits. Host memory only.
+  virtual void ApplyPart(std::span<float> params, size_t offset, GradientBlocks fill, float lr) = 0;
   // Named state buffers (velocity, moments) for checkpoints, in the
   // memory of the optimizer's device (host memory without one).
   virtual std::vector<std::pair<std::string, std::span<float>>> State() = 0;

@@ -205,6 +205,7 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   so.token = o.job_token;
   so.peer_timeout_seconds = o.peer_timeout_seconds;
   so.data_plane = o.ps_data_plane == "tcp";
+  so.shard.pipeline = o.ps_pipeline;
   so.metrics = metrics;
   return ps::RunParameterServer(so, clock, [&log](const std::string& m) { log.Info(m); });
 }

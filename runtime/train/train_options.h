@@ -37,7 +37,8 @@ struct TrainCommandOptions {
   std::string exchange_mode = "sync";  // sync | async | ssp:<s>
   int replicas_to_aggregate = 0;       // sync backup workers: 0 = every worker
   std::string wire_dtype = "fp32";     // fp32 | fp16
-  std::string ps_data_plane = "tcp";  // PS replicas: tcp (direct TCP beside gRPC) | grpc
+  bool ps_pipeline = false;            // PS replicas: pipelined sync steps on the data plane
+  std::string ps_data_plane = "tcp";   // PS replicas: tcp (direct TCP beside gRPC) | grpc
   double peer_timeout_seconds = 120;
   // Allreduce (jobs without PS replicas).
   double rendezvous_timeout_seconds = 300;

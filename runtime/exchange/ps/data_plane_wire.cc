@@ -12,6 +12,9 @@ constexpr uint32_t kHelloMagic = 0x4450544b;    // "KTPD"
 constexpr uint32_t kStepMagic = 0x5350544b;     // "KTPS"
 constexpr uint32_t kAnswerMagic = 0x5250544b;   // "KTPR"
 constexpr uint32_t kTrailerMagic = 0x5450544b;  // "KTPT"
+constexpr uint32_t kFrameMagic = 0x4650544b;    // "KTPF"
+
+constexpr uint32_t kStepPipelined = 1;
 
 constexpr uint32_t kPushed = 1;
 constexpr uint32_t kFinished = 2;
@@ -55,6 +58,8 @@ absl::Status BadMagic(const char* what, uint32_t got, uint32_t want) {
 }
 
 }  // namespace
+
+int64_t NumChunks(int64_t length) { return (length + kChunkValues - 1) / kChunkValues; }
 
 size_t BytesPerValue(DType d) { return d == DType::kF16 ? sizeof(uint16_t) : sizeof(float); }
 
@@ -101,6 +106,7 @@ StepHeaderBytes EncodeStepHeader(const StepHeader& h) {
   w.Put(h.min_step);
   w.Put(h.clock);
   w.Put(static_cast<uint32_t>(h.dtype));
+  w.Put(h.pipelined ? kStepPipelined : 0u);
   return b;
 }
 
@@ -117,6 +123,11 @@ absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b) {
   h.min_step = r.Get<int64_t>();
   h.clock = r.Get<int64_t>();
   const uint32_t dtype = r.Get<uint32_t>();
+  const uint32_t flags = r.Get<uint32_t>();
+  if ((flags & ~kStepPipelined) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step header with unknown flags ", flags));
+  }
+  h.pipelined = (flags & kStepPipelined) != 0;
   if (h.offset < 0 || h.length <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step header with range [", h.offset, ", +", h.length, ")"));
@@ -170,6 +181,41 @@ absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b) {
         absl::StrCat("answer with parameters [", a.offset, ", +", a.length, ")"));
   }
   return a;
+}
+
+FrameBytes EncodeFrame(const Frame& f) {
+  FrameBytes b{};
+  Writer w(b.data());
+  w.Put(kFrameMagic);
+  w.Put(static_cast<uint32_t>(f.kind));
+  w.Put(f.index);
+  w.Put(f.values);
+  return b;
+}
+
+absl::StatusOr<Frame> DecodeFrame(const FrameBytes& b) {
+  Reader r(b.data());
+  const uint32_t magic = r.Get<uint32_t>();
+  if (magic != kFrameMagic) return BadMagic("frame", magic, kFrameMagic);
+  const uint32_t kind = r.Get<uint32_t>();
+  if (kind > static_cast<uint32_t>(Frame::Kind::kEnd)) {
+    return absl::InvalidArgumentError(absl::StrCat("frame of unknown kind ", kind));
+  }
+  Frame f;
+  f.kind = static_cast<Frame::Kind>(kind);
+  f.index = r.Get<uint32_t>();
+  f.values = r.Get<uint32_t>();
+  if (f.kind == Frame::Kind::kChunk &&
+      (f.values == 0 || f.values > static_cast<uint32_t>(kChunkValues))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk frame of ", f.values, " values (1 to ", kChunkValues, ")"));
+  }
+  return f;
+}
+
+bool StartsAnAnswer(const FrameBytes& b) {
+  Reader r(b.data());
+  return r.Get<uint32_t>() == kAnswerMagic;
 }
 
 TrailerBytes EncodeTrailer(uint32_t crc) {

@@ -16,6 +16,20 @@
 //                     parameters follow: length values + Trailer
 // Values are the step header's dtype both ways: fp32, or IEEE binary16
 // (`--wire-dtype fp16`, half_float.h); the checksums cover the bytes sent.
+//
+// A pipelined step (StepHeader::pipelined; only to a shard that advertised
+// RegisterResponse.data_plane_pipeline) cuts the range into chunks of
+// kChunkValues values, each checksummed on its own, so the shard applies a
+// sync step chunk by chunk as every worker's chunk arrives and the pull
+// flows back while the push is still going:
+//   worker -> server  StepHeader + per chunk: its values + Trailer
+//   server -> worker  Frames, while the push is received:
+//                     kChunk (values + Trailer) in chunk order, kRestart
+//                     (the round was rolled back: chunks come again from 0),
+//                     then kEnd followed by an Answer (has_params false) and
+//                     its message. The step's parameters are the chunks
+//                     received since the last kRestart, and count only when
+//                     the answer is OK.
 // Any error answer closes the connection; the worker opens a new one.
 // Pure functions; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
@@ -41,6 +55,10 @@ inline constexpr uint32_t kMaxMessageBytes = 4096;
 // Payloads are checksummed in pieces of this size as they are sent or
 // received, so the checksum reads what the copy just brought into cache.
 inline constexpr size_t kPieceBytes = 256 * 1024;
+// A pipelined step's chunk, in values of any dtype (the last one shorter).
+inline constexpr int64_t kChunkValues = 64 * 1024;
+inline constexpr size_t kFrameBytes = 16;
+int64_t NumChunks(int64_t length);
 
 struct Hello {
   int32_t worker = 0;
@@ -61,6 +79,15 @@ struct StepHeader {
   int64_t min_step = 0;  // the pull that follows (as PullRequest)
   int64_t clock = 0;
   DType dtype = DType::kF32;  // of the push's values and the answer's
+  bool pipelined = false;     // chunks, each with its trailer, both ways
+};
+
+// A frame of a pipelined step's answer stream.
+struct Frame {
+  enum class Kind : uint32_t { kChunk = 0, kRestart = 1, kEnd = 2 };
+  Kind kind = Kind::kChunk;
+  uint32_t index = 0;   // kChunk: which chunk
+  uint32_t values = 0;  // kChunk: its length in values
 };
 
 struct Answer {
@@ -79,6 +106,7 @@ using HelloBytes = std::array<uint8_t, kHelloBytes>;
 using StepHeaderBytes = std::array<uint8_t, kStepHeaderBytes>;
 using AnswerBytes = std::array<uint8_t, kAnswerBytes>;
 using TrailerBytes = std::array<uint8_t, kTrailerBytes>;
+using FrameBytes = std::array<uint8_t, kFrameBytes>;
 
 HelloBytes EncodeHello(const Hello& h);
 // InvalidArgument for bytes that are no hello of this version, or a token
@@ -92,6 +120,15 @@ absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b);
 
 AnswerBytes EncodeAnswer(const Answer& a);
 absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b);
+
+FrameBytes EncodeFrame(const Frame& f);
+// InvalidArgument for bytes that are no frame, or a kind this version does
+// not know.
+absl::StatusOr<Frame> DecodeFrame(const FrameBytes& b);
+// True when the bytes begin an Answer instead: a shard that refused a
+// pipelined step before streaming (an older one, or a bad header) answers
+// without a frame.
+bool StartsAnAnswer(const FrameBytes& b);
 
 TrailerBytes EncodeTrailer(uint32_t crc);
 absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b);

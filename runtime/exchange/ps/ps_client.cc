@@ -44,6 +44,7 @@ absl::StatusOr<v1::RegisterResponse> PsShardClient::Register(const v1::RegisterR
   if (!s.ok()) return FromGrpc(s);
   data_.SetPort(static_cast<int>(resp.data_port()));
   data_fp16_ = resp.data_plane_fp16();
+  data_pipeline_ = resp.data_plane_pipeline();
   return resp;
 }
 
@@ -190,7 +191,9 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
        dtype == v1::WIRE_DTYPE_UNSPECIFIED)) {
     absl::StatusOr<PullReply> r = data_.PushPull(
         header, values, pull, out, offset, pushed, written, StillTheSameShard(header.incarnation()),
-        dtype == v1::WIRE_DTYPE_F16 ? data_plane::DType::kF16 : data_plane::DType::kF32);
+        dtype == v1::WIRE_DTYPE_F16 ? data_plane::DType::kF16 : data_plane::DType::kF32,
+        // A single chunk has nothing to overlap.
+        data_pipeline_ && static_cast<int64_t>(values.size()) > data_plane::kChunkValues);
     // Not active any more: the data port was unreachable; go on over gRPC.
     if (r.ok() || data_.active()) return r;
   }

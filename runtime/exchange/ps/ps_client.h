@@ -92,7 +92,8 @@ class PsShardClient {
   const grpc::internal::RpcMethod initialize_method_, push_method_, pull_method_, push_pull_method_;
   FramePool push_pool_;
   PsDataClient data_;
-  bool data_fp16_ = false;  // the shard's data plane takes fp16 steps
+  bool data_fp16_ = false;      // the shard's data plane takes fp16 steps
+  bool data_pipeline_ = false;  // ... and pipelined steps
   // The open PushPull stream, if any.
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;

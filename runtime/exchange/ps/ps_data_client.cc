@@ -1,7 +1,9 @@
 #include "runtime/exchange/ps/ps_data_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -107,7 +109,7 @@ absl::Status PsDataClient::ErrorFromAnswer(absl::StatusCode code, uint32_t messa
 absl::StatusOr<PullReply> PsDataClient::PushPull(
     const v1::PushHeader& header, std::span<const float> values, const v1::PullRequest& pull,
     std::span<float> out, int64_t offset, bool* pushed, const std::function<void()>& written,
-    const exchange::IoCheck& waiting, data_plane::DType dtype) {
+    const exchange::IoCheck& waiting, data_plane::DType dtype, bool pipelined) {
   *pushed = false;
   if (values.empty() || out.size() != values.size()) {
     return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
@@ -124,6 +126,10 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
   h.min_step = pull.min_step();
   h.clock = pull.clock();
   h.dtype = dtype;
+  if (pipelined) {
+    h.pipelined = true;
+    return PipelinedPushPull(h, values, out, pushed, written, waiting);
+  }
   const wire::StepHeaderBytes head = wire::EncodeStepHeader(h);
   // The header rides with the first piece; each piece is checksummed just
   // before it is sent, while it is in cache for the kernel's copy (fp16: as
@@ -205,6 +211,131 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
                            absl::StrCat(name_, ": parameters failed their checksum (CRC-32C ",
                                         absl::Hex(got_crc), ", sent ", absl::Hex(*want), ")"))
                      : absl::DataLossError(absl::StrCat(name_, ": ", want.status().message()));
+  }
+  return PullReply{answer->global_step, answer->incarnation, answer->finished};
+}
+
+absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader& h,
+                                                          std::span<const float> values,
+                                                          std::span<float> out, bool* pushed,
+                                                          const std::function<void()>& written,
+                                                          const exchange::IoCheck& waiting) {
+  const size_t bpv = wire::BytesPerValue(h.dtype);
+  const bool half = h.dtype == wire::DType::kF16;
+  const size_t chunk = static_cast<size_t>(wire::kChunkValues);
+  const int64_t chunks = wire::NumChunks(h.length);
+  // The push, on its own thread: each chunk checksummed just before it is
+  // sent (fp16: as narrowed into the sender's own scratch).
+  std::atomic<bool> receive_failed{false};
+  absl::Status sent;
+  std::thread sender([&] {
+    const exchange::IoCheck check = [&] {
+      return receive_failed ? absl::CancelledError("the answer failed") : absl::OkStatus();
+    };
+    const wire::StepHeaderBytes head = wire::EncodeStepHeader(h);
+    std::vector<uint16_t> halves;
+    for (size_t off = 0; off < values.size() && sent.ok(); off += chunk) {
+      const size_t n = std::min(chunk, values.size() - off);
+      const void* bytes = values.data() + off;
+      if (half) {
+        halves.resize(n);
+        exchange::FloatsToHalves(values.data() + off, n, halves.data());
+        bytes = halves.data();
+      }
+      const wire::TrailerBytes trailer = wire::EncodeTrailer(Crc32c(bytes, n * bpv));
+      sent = off == 0 ? conn_.SendAll(head.data(), head.size(), bytes, n * bpv, check)
+                      : conn_.SendAll(bytes, n * bpv, check);
+      if (sent.ok()) sent = conn_.SendAll(trailer.data(), trailer.size(), check);
+    }
+    if (sent.ok() && written) written();
+  });
+  // The shard's frames: chunks in order (again from 0 after a restart),
+  // then the end and the answer.
+  int64_t next = 0;
+  absl::Status received;
+  wire::AnswerBytes answer_bytes;
+  while (received.ok()) {
+    wire::FrameBytes fb;
+    received = conn_.RecvAll(fb.data(), fb.size(), waiting);
+    if (!received.ok()) break;
+    if (wire::StartsAnAnswer(fb)) {
+      // Refused before streaming: the frame's bytes began the answer.
+      std::copy(fb.begin(), fb.end(), answer_bytes.begin());
+      received =
+          conn_.RecvAll(answer_bytes.data() + fb.size(), answer_bytes.size() - fb.size(), waiting);
+      break;
+    }
+    absl::StatusOr<wire::Frame> f = wire::DecodeFrame(fb);
+    if (!f.ok()) {
+      received = absl::DataLossError(absl::StrCat(name_, ": ", f.status().message()));
+      break;
+    }
+    if (f->kind == wire::Frame::Kind::kEnd) {
+      received = conn_.RecvAll(answer_bytes.data(), answer_bytes.size(), waiting);
+      break;
+    }
+    if (f->kind == wire::Frame::Kind::kRestart) {
+      next = 0;
+      continue;
+    }
+    const size_t off = static_cast<size_t>(next) * chunk;
+    const size_t n = next < chunks ? std::min(chunk, out.size() - off) : 0;
+    if (static_cast<int64_t>(f->index) != next || f->values != n) {
+      received =
+          absl::DataLossError(absl::StrCat(name_, " sent chunk ", f->index, " of ", f->values,
+                                           " values; expected chunk ", next, " of ", n));
+      break;
+    }
+    void* bytes = out.data() + off;
+    if (half) {
+      half_.resize(n);
+      bytes = half_.data();
+    }
+    wire::TrailerBytes trailer;
+    received = conn_.RecvAll(bytes, n * bpv, waiting);
+    if (received.ok()) received = conn_.RecvAll(trailer.data(), trailer.size(), waiting);
+    if (!received.ok()) break;
+    absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
+    const uint32_t crc = Crc32c(bytes, n * bpv);
+    if (!want.ok() || *want != crc) {
+      received =
+          want.ok() ? absl::DataLossError(absl::StrCat(
+                          name_, ": parameters of chunk ", next, " failed their checksum (CRC-32C ",
+                          absl::Hex(crc), ", sent ", absl::Hex(*want), ")"))
+                    : absl::DataLossError(absl::StrCat(name_, ": ", want.status().message()));
+      break;
+    }
+    if (half) exchange::HalvesToFloats(half_.data(), n, out.data() + off);
+    ++next;
+  }
+  if (!received.ok()) {
+    receive_failed = true;
+    conn_.Shutdown();  // wakes the sender
+  }
+  sender.join();
+  if (!received.ok()) {
+    Close();
+    return absl::IsDataLoss(received)
+               ? received
+               : absl::UnavailableError(absl::StrCat(name_, ": data plane: ", received.message()));
+  }
+  absl::StatusOr<wire::Answer> answer = wire::DecodeAnswer(answer_bytes);
+  if (!answer.ok()) {
+    Close();
+    return absl::DataLossError(absl::StrCat(name_, ": ", answer.status().message()));
+  }
+  *pushed = answer->pushed;
+  if (answer->code != absl::StatusCode::kOk) {
+    return ErrorFromAnswer(answer->code, answer->message_bytes);
+  }
+  if (!sent.ok()) {
+    Close();
+    return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", sent.message()));
+  }
+  if (next != chunks) {
+    Close();
+    return absl::DataLossError(absl::StrCat(name_, " ended the step after ", next, " of ", chunks,
+                                            " chunks of parameters"));
   }
   return PullReply{answer->global_step, answer->incarnation, answer->finished};
 }

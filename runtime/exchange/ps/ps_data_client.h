@@ -68,13 +68,20 @@ class PsDataClient {
                                      int64_t offset, bool* pushed,
                                      const std::function<void()>& written,
                                      const exchange::IoCheck& waiting = {},
-                                     data_plane::DType dtype = data_plane::DType::kF32);
+                                     data_plane::DType dtype = data_plane::DType::kF32,
+                                     bool pipelined = false);
   void Close();
   // A line to log, once: the data plane was given up, or first connected.
   std::string TakeNotice();
 
  private:
   absl::Status Connect(int worker, uint64_t incarnation);
+  // PushPull's pipelined step: the push is sent chunk by chunk from a
+  // second thread while this one receives the shard's frames.
+  absl::StatusOr<PullReply> PipelinedPushPull(const data_plane::StepHeader& h,
+                                              std::span<const float> values, std::span<float> out,
+                                              bool* pushed, const std::function<void()>& written,
+                                              const exchange::IoCheck& waiting);
   // Reads an error answer's message and turns it into the shard's status.
   absl::Status ErrorFromAnswer(absl::StatusCode code, uint32_t message_bytes);
 

@@ -232,6 +232,16 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
     SendError(conn, bad, false, incarnation);
     return false;
   }
+  if (head->pipelined) {
+    if (!shard_.pipelined()) {
+      SendError(conn,
+                absl::FailedPreconditionError(
+                    "this parameter server does not take pipelined steps (no --ps-pipeline)"),
+                false, incarnation);
+      return false;
+    }
+    return PipelinedStep(conn, worker, *head, scratch);
+  }
   absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head->step, false);
   const bool duplicate = absl::IsAlreadyExists(staging.status());
   if (!staging.ok() && !duplicate) {
@@ -391,6 +401,196 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   }
   const wire::TrailerBytes trailer = wire::EncodeTrailer(crc);
   return conn.SendAll(trailer.data(), trailer.size(), check);
+}
+
+namespace {
+
+// Ends a pipelined step's stream: the end frame, then the answer (and its
+// message when it is an error).
+absl::Status SendEnd(TcpConnection& conn, wire::Answer a, const absl::Status& status,
+                     const exchange::IoCheck& check) {
+  std::string message;
+  if (!status.ok()) {
+    message = std::string(status.message().substr(0, wire::kMaxMessageBytes));
+    a.code = status.code();
+  }
+  a.has_params = false;
+  a.message_bytes = static_cast<uint32_t>(message.size());
+  wire::Frame end;
+  end.kind = wire::Frame::Kind::kEnd;
+  const wire::FrameBytes frame = wire::EncodeFrame(end);
+  const wire::AnswerBytes answer = wire::EncodeAnswer(a);
+  uint8_t head[wire::kFrameBytes + wire::kAnswerBytes];
+  std::copy(frame.begin(), frame.end(), head);
+  std::copy(answer.begin(), answer.end(), head + wire::kFrameBytes);
+  return conn.SendAll(head, sizeof(head), message.data(), message.size(), check);
+}
+
+}  // namespace
+
+bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
+                                 Scratch& scratch) {
+  const uint64_t incarnation = shard_.options().incarnation;
+  const auto check = [this] {
+    return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
+  };
+  wire::Answer answer;
+  answer.incarnation = incarnation;
+  absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head.step, false);
+  const bool duplicate = absl::IsAlreadyExists(staging.status());
+  if (!staging.ok() && !duplicate) {
+    if (absl::IsInvalidArgument(staging.status())) {
+      shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
+                           std::string(staging.status().message()));
+    }
+    SendEnd(conn, answer, staging.status(), check).IgnoreError();
+    return false;
+  }
+  // The pull side: from now on only the sender writes to the connection,
+  // until it is joined.
+  std::atomic<bool> stop{false};
+  absl::Status streamed;
+  RoundRead last;
+  std::thread sender([&] {
+    streamed = StreamRound(conn, worker, head, stop, &last);
+    // A failed send ends the push's receive too (a cancelled stream was
+    // stopped by the receive, which answers).
+    if (!streamed.ok() && !stop) conn.Shutdown();
+  });
+  // The push: chunk by chunk, each checked (checksum, NaN/Inf) before the
+  // shard counts it. A duplicate's or a stale push's values are dropped.
+  const size_t total = static_cast<size_t>(head.length);
+  const bool half = head.dtype == wire::DType::kF16;
+  const size_t bpv = wire::BytesPerValue(head.dtype);
+  const size_t chunk = static_cast<size_t>(wire::kChunkValues);
+  if (half) scratch.half.resize(std::min(total, chunk));
+  scratch.floats.resize(std::min(total, chunk));
+  bool taking = !duplicate;
+  bool pushed = duplicate;
+  absl::Status failure;
+  int64_t index = 0;
+  for (size_t off = 0; off < total; off += chunk, ++index) {
+    const size_t n = std::min(chunk, total - off);
+    float* dst = taking ? staging->data() + off : scratch.floats.data();
+    void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
+    wire::TrailerBytes trailer;
+    failure = conn.RecvAll(wire_dst, n * bpv, check);
+    if (failure.ok()) failure = conn.RecvAll(trailer.data(), trailer.size(), check);
+    if (!failure.ok()) {
+      failure = absl::UnavailableError(absl::StrCat("push of worker ", worker, " step ", head.step,
+                                                    " broke off at chunk ", index, ": ",
+                                                    failure.message()));
+      break;
+    }
+    const uint32_t crc = Crc32c(wire_dst, n * bpv);
+    absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
+    if (!want.ok() || *want != crc) {
+      failure = want.ok() ? absl::DataLossError(absl::StrCat(
+                                "push of worker ", worker, " step ", head.step, " chunk ", index,
+                                " failed its checksum (CRC-32C ", absl::Hex(crc), ", sent ",
+                                absl::Hex(*want), "): nothing applied"))
+                          : want.status();
+      shard_.CountRejected(metrics::RejectReason::kBadChunk, std::string(failure.message()));
+      break;
+    }
+    if (!taking) continue;
+    if (half) exchange::HalvesToFloats(scratch.half.data(), n, dst);
+    absl::StatusOr<bool> took = shard_.PushChunk(worker, head.step, index, CountNonFinite(dst, n));
+    if (!took.ok()) {
+      failure = took.status();
+      break;
+    }
+    if (!*took) taking = false;  // stale: its step is over
+    pushed = true;
+  }
+  if (!failure.ok()) {
+    if (!duplicate) shard_.AbortPush(worker);
+    stop = true;
+    pushed = false;
+  } else if (!duplicate && metrics_ != nullptr) {
+    metrics_->AddReceivedBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));
+  }
+  sender.join();
+  if (!duplicate) shard_.EndStaging(worker);
+  if (!failure.ok()) {
+    // The worker is told why, unless the connection itself broke.
+    if (!absl::IsUnavailable(failure)) SendEnd(conn, answer, failure, check).IgnoreError();
+    return false;
+  }
+  if (!streamed.ok()) {
+    answer.pushed = pushed;
+    SendEnd(conn, answer, streamed, check).IgnoreError();
+    return false;
+  }
+  answer.pushed = pushed;
+  answer.finished = last.finished;
+  answer.global_step = last.global_step;
+  answer.offset = head.offset;
+  answer.length = head.length;
+  if (!SendEnd(conn, answer, absl::OkStatus(), check).ok()) return false;
+  ++pipelined_steps_;
+  if (metrics_ != nullptr) {
+    metrics_->AddSentBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));
+  }
+  return true;
+}
+
+absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
+                                       const wire::StepHeader& head, const std::atomic<bool>& stop,
+                                       RoundRead* last) {
+  // A frame once begun is sent whole (the worker reads all the while), so
+  // the receive's end frame never lands inside one; a failed push stops
+  // the stream between frames (WaitRound's cancellation).
+  const auto check = [this] {
+    return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
+  };
+  const bool half = head.dtype == wire::DType::kF16;
+  const size_t bpv = wire::BytesPerValue(head.dtype);
+  const int64_t chunks = wire::NumChunks(head.length);
+  std::vector<uint16_t> halves;
+  uint64_t attempt = 0;
+  int64_t sent = 0;
+  while (true) {
+    absl::StatusOr<RoundRead> r = shard_.WaitRound(
+        worker, head.step, attempt, sent, [&] { return stopping_ || stop || conn.PeerHungUp(); });
+    if (!r.ok()) return r.status();
+    if (r->kind == RoundRead::Kind::kRestart) {
+      wire::Frame f;
+      f.kind = wire::Frame::Kind::kRestart;
+      const wire::FrameBytes b = wire::EncodeFrame(f);
+      if (absl::Status s = conn.SendAll(b.data(), b.size(), check); !s.ok()) return s;
+      attempt = 0;
+      sent = 0;
+      continue;
+    }
+    attempt = r->attempt;
+    for (; sent < r->ready; ++sent) {
+      const size_t off = static_cast<size_t>(sent * wire::kChunkValues);
+      const size_t n =
+          std::min(static_cast<size_t>(wire::kChunkValues), static_cast<size_t>(head.length) - off);
+      const void* bytes = r->values.data() + off;
+      if (half) {
+        halves.resize(n);
+        exchange::FloatsToHalves(r->values.data() + off, n, halves.data());
+        bytes = halves.data();
+      }
+      wire::Frame f;
+      f.kind = wire::Frame::Kind::kChunk;
+      f.index = static_cast<uint32_t>(sent);
+      f.values = static_cast<uint32_t>(n);
+      const wire::FrameBytes fb = wire::EncodeFrame(f);
+      const wire::TrailerBytes tb = wire::EncodeTrailer(Crc32c(bytes, n * bpv));
+      if (absl::Status s = conn.SendAll(fb.data(), fb.size(), bytes, n * bpv, check); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = conn.SendAll(tb.data(), tb.size(), check); !s.ok()) return s;
+    }
+    if (r->committed && sent == chunks) {
+      *last = *std::move(r);
+      last->pin.reset();
+      return absl::OkStatus();
+    }
+  }
 }
 
 }  // namespace kubetrain::ps

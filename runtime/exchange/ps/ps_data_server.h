@@ -13,7 +13,12 @@
 //    wrong-sized push commits nothing, is counted and answered with an error;
 //  - the pull then waits as the mode says (PsShard::Read) and sends the
 //    parameters from a snapshot taken once per version of them (every worker
-//    of a sync step gets the same one), checksummed as it is copied.
+//    of a sync step gets the same one), checksummed as it is copied;
+//  - a pipelined step (a pipelining shard, sync mode) hands each chunk to
+//    the shard once it passed its checksum and NaN/Inf count
+//    (PsShard::PushChunk), while a second thread sends the round's chunks
+//    back as the shard applies them (PsShard::WaitRound), and a restart
+//    frame when the round was rolled back.
 // Errors end the connection after their answer; a worker that went away
 // while its pull waited is noticed (PeerHungUp) and its wait abandoned.
 // At most MaxConnections() connections are served at once (each holds a
@@ -62,6 +67,8 @@ class PsDataServer {
   int MaxConnections() const;
   // Connections open now (tests).
   int connections() const;
+  // Pipelined steps served to the end (tests).
+  int64_t pipelined_steps() const { return pipelined_steps_; }
   void Stop();
 
  private:
@@ -89,6 +96,17 @@ class PsDataServer {
   };
   // One step on an open connection; false ends the connection.
   bool Step(exchange::TcpConnection& conn, int worker, Scratch& scratch);
+  // A pipelined step (the header said so, the shard pipelines): the push is
+  // received chunk by chunk on this thread while a second thread streams
+  // the round's chunks back (StreamRound); then the end frame and answer.
+  bool PipelinedStep(exchange::TcpConnection& conn, int worker, const data_plane::StepHeader& head,
+                     Scratch& scratch);
+  // Sends the round's chunks as the shard applies them, until it commits
+  // and every chunk is sent; `stop` says the push failed. `last` gets the
+  // committed round.
+  absl::Status StreamRound(exchange::TcpConnection& conn, int worker,
+                           const data_plane::StepHeader& head, const std::atomic<bool>& stop,
+                           RoundRead* last);
   // Sends `p`'s parameters and their CRC-32C trailer after `answer`. The
   // checksum of a version is computed once, piece by piece while each piece
   // is in cache for the kernel's copy; a sender that finds it known for
@@ -104,6 +122,7 @@ class PsDataServer {
   const std::string token_;
   metrics::RuntimeMetrics* const metrics_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> pipelined_steps_{0};
   std::thread accept_thread_;
 
   mutable std::mutex mu_;

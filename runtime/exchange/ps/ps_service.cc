@@ -96,6 +96,7 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
   resp->set_mode(o.mode.ToString());
   resp->set_data_port(static_cast<uint32_t>(data_port_));
   resp->set_data_plane_fp16(data_port_ != 0 && data_plane_fp16_);
+  resp->set_data_plane_pipeline(data_port_ != 0 && shard_.pipelined());
   return grpc::Status::OK;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/checkpoint.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
 
 namespace kubetrain::ps {
 
@@ -16,6 +17,9 @@ PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log,
                  metrics::RuntimeMetrics* metrics)
     : opt_(std::move(options)),
       rule_(MakeConsistencyRule(opt_.mode, opt_.num_workers, opt_.replicas_to_aggregate)),
+      pipelined_(
+          opt_.pipeline && opt_.mode.kind == ExchangeMode::kSync &&
+          (opt_.replicas_to_aggregate <= 0 || opt_.replicas_to_aggregate >= opt_.num_workers)),
       clock_(clock),
       log_(std::move(log)),
       metrics_(metrics),
@@ -41,6 +45,7 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   }
   num_params_ = num_params;
   range_ = ShardRange(num_params, opt_.num_shards, opt_.shard_index);
+  num_chunks_ = data_plane::NumChunks(range_.length);
   const size_t n = static_cast<size_t>(range_.length);
   params_pool_ = ReusePool<AlignedBuffer>();
   params_ = params_pool_.Writable(nullptr, [n] { return std::make_shared<AlignedBuffer>(n); });
@@ -272,6 +277,17 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
     r.global_step = global_step_;
     return r;  // e.g. a backup worker's late gradient: dropped
   }
+  if (rule_->lockstep() && pipelined_) {
+    // The whole gradient at once (gRPC, or a step that is not pipelined):
+    // every chunk of it counts in the round.
+    w.accepted = true;
+    w.ready = num_chunks_;
+    ++accepted_count_;
+    r.accepted = true;
+    AdvanceRoundLocked();
+    r.global_step = global_step_;
+    return r;
+  }
   if (rule_->lockstep()) {
     w.accepted = true;
     ++accepted_count_;
@@ -314,6 +330,206 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
   r.global_step = global_step_;
   MaybeCheckpointLocked();
   cv_.notify_all();
+  return r;
+}
+
+absl::StatusOr<bool> PsShard::PushChunk(int worker, int64_t step, int64_t chunk,
+                                        int64_t nonfinite) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  if (!pipelined_) return absl::FailedPreconditionError("this shard does not pipeline steps");
+  Worker& w = workers_[worker];
+  if (!w.staging || chunk != w.ready || chunk >= num_chunks_) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", chunk, " of ", w.name,
+                                                   "'s push out of order (expected ", w.ready,
+                                                   " of ", num_chunks_, ")"));
+  }
+  TouchLocked(worker);
+  if (chunk == 0) {
+    const PushVerdict verdict = rule_->JudgePush(step, w.clock, global_step_);
+    if (verdict.kind == PushVerdict::kFuture) {
+      ++rejected_;
+      if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kFutureStep);
+      const std::string msg =
+          absl::StrCat("push from ", w.name, " for step ", step, verdict.reason);
+      log_(msg);
+      return absl::InvalidArgumentError(msg);
+    }
+    if (verdict.kind == PushVerdict::kStale) {
+      ++stale_;
+      return false;
+    }
+  } else if (step != global_step_) {
+    return absl::InternalError(absl::StrCat(
+        w.name, "'s push for step ", step, " outlived its round (global step ", global_step_, ")"));
+  }
+  if (nonfinite > 0) {
+    ++rejected_;
+    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kNonFinite);
+    const std::string msg =
+        absl::StrCat("gradient from ", w.name, " for step ", step, " has ", nonfinite,
+                     " NaN/Inf values in chunk ", chunk, "; rejected, parameters untouched");
+    log_(msg);
+    w.ready = 0;
+    if (round_.applied > 0) RollBackRoundLocked();
+    return absl::InvalidArgumentError(msg);
+  }
+  ++w.ready;
+  if (w.ready == num_chunks_) {
+    w.accepted = true;
+    ++accepted_count_;
+  }
+  AdvanceRoundLocked();
+  return true;
+}
+
+void PsShard::AbortPush(int worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return;
+  Worker& w = workers_[worker];
+  if (w.accepted || w.ready == 0) return;  // complete (it counts) or nothing taken
+  w.ready = 0;
+  if (round_.applied > 0) {
+    log_(absl::StrCat(w.name, "'s push broke off; rolling back the chunks of step ", global_step_,
+                      " applied so far"));
+    RollBackRoundLocked();
+  }
+}
+
+void PsShard::AdvanceRoundLocked() {
+  if (!pipelined_ || !initialized_) return;
+  int64_t ready = num_chunks_;
+  std::vector<const float*> slots;  // in worker order: the sum never depends on arrival
+  for (const Worker& w : workers_) {
+    if (w.done) continue;
+    ready = std::min(ready, w.ready);
+    slots.push_back(w.slot.data());
+  }
+  if (slots.empty() || round_.applied >= ready) return;
+  if (round_.applied == 0) {
+    // A buffer no sender holds, never the current parameters: those stay
+    // as they are until the round commits, for readers and for a rollback.
+    round_.next = params_pool_.Writable(
+        nullptr, [&] { return std::make_shared<AlignedBuffer>(params_->size()); });
+  }
+  auto state = optimizer_->State();
+  if (round_.undo.size() != state.size()) {
+    round_.undo.clear();
+    for (const auto& st : state) round_.undo.emplace_back(st.second.size());
+  }
+  const float lr = schedule_->At(global_step_);
+  const float inv = 1.0f / static_cast<float>(slots.size());
+  const float* cur = params_->data();
+  float* next = round_.next->data();
+  for (int64_t c = round_.applied; c < ready; ++c) {
+    const size_t b = static_cast<size_t>(c * data_plane::kChunkValues);
+    const size_t e = std::min(static_cast<size_t>(range_.length),
+                              b + static_cast<size_t>(data_plane::kChunkValues));
+    std::copy(cur + b, cur + e, next + b);
+    for (size_t k = 0; k < state.size(); ++k) {
+      std::copy(state[k].second.data() + b, state[k].second.data() + e, round_.undo[k].data() + b);
+    }
+    optimizer_->ApplyPart(
+        std::span<float>(next + b, e - b), b,
+        [&](size_t pb, size_t pe, float* out) {
+          const size_t n = pe - pb;
+          const float* s0 = slots[0] + b + pb;
+          for (size_t i = 0; i < n; ++i) out[i] = s0[i];
+          for (size_t k = 1; k < slots.size(); ++k) {
+            const float* sk = slots[k] + b + pb;
+            for (size_t i = 0; i < n; ++i) out[i] += sk[i];
+          }
+          for (size_t i = 0; i < n; ++i) out[i] *= inv;
+        },
+        lr);
+  }
+  round_.applied = ready;
+  if (ready == num_chunks_) {
+    CommitRoundLocked();
+  } else {
+    cv_.notify_all();
+  }
+}
+
+void PsShard::CommitRoundLocked() {
+  params_ = std::move(round_.next);
+  optimizer_->set_steps(optimizer_->steps() + 1);
+  ++global_step_;
+  ++version_;
+  ++applied_;
+  for (Worker& w : workers_) {
+    w.accepted = false;
+    w.ready = 0;
+    w.clock = global_step_;
+  }
+  accepted_count_ = 0;
+  round_.applied = 0;
+  committed_attempt_ = round_.attempt++;
+  MaybeCheckpointLocked();
+  cv_.notify_all();
+}
+
+void PsShard::RollBackRoundLocked() {
+  auto state = optimizer_->State();
+  const size_t n = std::min(static_cast<size_t>(range_.length),
+                            static_cast<size_t>(round_.applied * data_plane::kChunkValues));
+  for (size_t k = 0; k < state.size() && k < round_.undo.size(); ++k) {
+    std::copy(round_.undo[k].data(), round_.undo[k].data() + n, state[k].second.data());
+  }
+  round_.applied = 0;
+  round_.next.reset();  // senders of it hold their own pins
+  ++round_.attempt;
+  cv_.notify_all();
+}
+
+absl::StatusOr<RoundRead> PsShard::WaitRound(int worker, int64_t step, uint64_t attempt,
+                                             int64_t sent, const std::function<bool()>& cancelled) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  if (!pipelined_) return absl::FailedPreconditionError("this shard does not pipeline steps");
+  Worker& w = workers_[worker];
+  ++w.in_flight;
+  TouchLocked(worker);
+  RoundRead r;
+  while (true) {
+    if (!aborted_.ok()) {
+      --w.in_flight;
+      return aborted_;
+    }
+    if (global_step_ > step || done_count_ >= opt_.num_workers) {
+      if (sent > 0 && attempt != committed_attempt_) {
+        r.kind = RoundRead::Kind::kRestart;
+      } else {
+        r.pin = params_;
+        r.values = params_->span();
+        r.ready = num_chunks_;
+        r.attempt = committed_attempt_;
+        r.committed = true;
+        r.global_step = global_step_;
+        r.finished = done_count_ >= opt_.num_workers;
+        w.pulled_step = global_step_;
+      }
+      break;
+    }
+    if (sent > 0 && attempt != round_.attempt) {
+      r.kind = RoundRead::Kind::kRestart;
+      break;
+    }
+    if (round_.applied > sent) {
+      r.pin = round_.next;
+      r.values = round_.next->span();
+      r.ready = round_.applied;
+      r.attempt = round_.attempt;
+      break;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (cancelled && cancelled() && global_step_ <= step && round_.applied <= sent) {
+      --w.in_flight;
+      return absl::CancelledError("the caller went away");
+    }
+  }
+  --w.in_flight;
+  TouchLocked(worker);
   return r;
 }
 
@@ -403,6 +619,7 @@ bool PsShard::Done(int worker) {
     ++done_count_;
     log_(absl::StrCat(workers_[worker].name, " finished (", done_count_, "/", opt_.num_workers,
                       ")"));
+    AdvanceRoundLocked();  // the round no longer waits for it
   }
   cv_.notify_all();
   return done_count_ >= opt_.num_workers;
@@ -472,7 +689,13 @@ absl::StatusOr<std::string> PsShard::CheckpointLocked() {
 
 absl::StatusOr<std::string> PsShard::WriteCheckpointNow() {
   std::lock_guard<std::mutex> lock(mu_);
-  return CheckpointLocked();
+  if (round_.applied == 0) return CheckpointLocked();
+  // Mid-round, the optimizer state is partly the next step's: write the
+  // step before it, then apply the round's chunks again.
+  RollBackRoundLocked();
+  absl::StatusOr<std::string> path = CheckpointLocked();
+  AdvanceRoundLocked();
+  return path;
 }
 
 void PsShard::Abort(const absl::Status& status) {

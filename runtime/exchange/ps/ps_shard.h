@@ -52,6 +52,29 @@ struct PsShardOptions {
   double checkpoint_every_seconds = 0;
   int keep_checkpoints = 3;
   uint64_t incarnation = 0;
+  // Sync steps aggregating every worker are applied chunk by chunk
+  // (data_plane::kChunkValues) as soon as every worker's gradient for the
+  // chunk has arrived, and the new parameters flow back chunk by chunk
+  // (PushChunk, WaitRound): the data plane's pipelined steps. A bad or
+  // broken push rolls the round back, so it still changes nothing. Ignored
+  // (pipelined() false) in other modes and with backup workers.
+  bool pipeline = false;
+};
+
+// What a pipelined step's sender may send next (PsShard::WaitRound).
+struct RoundRead {
+  enum class Kind { kChunks, kRestart };
+  Kind kind = Kind::kChunks;
+  // kChunks: chunks [0, ready) of `values` are final for `attempt`; `pin`
+  // keeps them unchanged while held.
+  std::shared_ptr<const void> pin;
+  std::span<const float> values;
+  int64_t ready = 0;
+  uint64_t attempt = 0;
+  // The round committed: `values` are the parameters after it, all final.
+  bool committed = false;
+  int64_t global_step = 0;
+  bool finished = false;
 };
 
 struct RegisterInfo {
@@ -123,6 +146,26 @@ class PsShard {
   absl::StatusOr<PushResult> CommitPush(int worker, int64_t step,
                                         std::optional<int64_t> nonfinite = std::nullopt);
 
+  // Pipelined mode (pipelined()): chunk `chunk` (in order from 0) of a push
+  // staged by BeginStaging has arrived in the slot and passed its checksum;
+  // `nonfinite` is its NaN/Inf count. Returns false when the push is stale
+  // (its step is over: the caller drops the rest and sends the parameters).
+  // A NaN/Inf chunk or a push from the future is refused and counted, and
+  // the push's earlier chunks are taken back (AbortPush).
+  absl::StatusOr<bool> PushChunk(int worker, int64_t step, int64_t chunk, int64_t nonfinite);
+  // A pipelined push that will not complete (a corrupt chunk, a lost
+  // connection): its chunks no longer count, and the round is rolled back
+  // if it had applied any.
+  void AbortPush(int worker);
+  // Pipelined mode: waits until the round of `step` (the worker's push)
+  // has chunks beyond the `sent` the caller already sent under `attempt`,
+  // has been rolled back since (kRestart: send again from chunk 0), or has
+  // committed. A step already over (a stale or repeated push) is answered
+  // with the current parameters, committed.
+  absl::StatusOr<RoundRead> WaitRound(int worker, int64_t step, uint64_t attempt, int64_t sent,
+                                      const std::function<bool()>& cancelled);
+  bool pipelined() const { return pipelined_; }
+
   // Counts a push rejected before commit (bad size or offset, bad chunk).
   void CountRejected(metrics::RejectReason reason, const std::string& message);
 
@@ -175,6 +218,14 @@ class PsShard {
     double last_seen = 0;
     AlignedBuffer slot;     // staging / sync gradient slot
     bool accepted = false;  // sync: slot holds a gradient for global_step
+    int64_t ready = 0;      // pipelined: chunks of the slot that count
+  };
+  // Pipelined mode: the sync step being applied chunk by chunk.
+  struct Round {
+    uint64_t attempt = 1;                 // changes when the round is rolled back or commits
+    int64_t applied = 0;                  // chunks of `next` written
+    std::shared_ptr<AlignedBuffer> next;  // the parameters after the step
+    std::vector<AlignedBuffer> undo;      // optimizer state before each applied chunk
   };
 
   absl::Status CheckWorker(int worker) const;  // requires mu_
@@ -182,6 +233,11 @@ class PsShard {
   void ApplyLocked(std::span<const float> grad);
   // The same, with the gradient made block by block (a sync step's sum).
   void ApplyLocked(train::Optimizer::GradientBlocks fill);
+  // Pipelined mode: applies every chunk all non-finished workers have
+  // delivered, and commits the round once all are.
+  void AdvanceRoundLocked();
+  void CommitRoundLocked();
+  void RollBackRoundLocked();
   void MaybeCheckpointLocked();
   absl::StatusOr<std::string> CheckpointLocked();
   int64_t MinActiveClockLocked() const;
@@ -189,6 +245,7 @@ class PsShard {
 
   const PsShardOptions opt_;
   const std::unique_ptr<const ConsistencyRule> rule_;
+  const bool pipelined_;
   const Clock& clock_;
   Logger log_;
   metrics::RuntimeMetrics* const metrics_;
@@ -212,6 +269,9 @@ class PsShard {
   // pinned moves to another buffer of params_pool_ first (MutableParams).
   std::shared_ptr<AlignedBuffer> params_;
   ReusePool<AlignedBuffer> params_pool_;
+  Round round_;
+  uint64_t committed_attempt_ = 0;  // the attempt of the last committed round
+  int64_t num_chunks_ = 0;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::optional<train::LrSchedule> schedule_;
   std::vector<Worker> workers_;

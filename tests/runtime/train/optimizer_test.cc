@@ -62,6 +62,54 @@ TEST(Optimizers, MinimiseAQuadratic) {
   }
 }
 
+// A parameter server applies a sync step chunk by chunk as the workers'
+// gradients arrive (PsShard's pipelined rounds): parts in any order, then
+// the step counted, give ApplyBlocks' bits and state.
+TEST(Optimizers, ApplyPartsGiveApplyBlocksBits) {
+  const std::vector<OptimizerOptions> cases = {
+      {.kind = "sgd", .momentum = 0.0f},
+      {.kind = "sgd", .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-3f},
+      {.kind = "adam", .weight_decay = 1e-2f},
+  };
+  const size_t n = 5 * Optimizer::kApplyBlock + 333;
+  const size_t part = 2 * Optimizer::kApplyBlock + 5;  // parts end inside blocks
+  for (const OptimizerOptions& o : cases) {
+    auto whole = *MakeOptimizer(o, n);
+    auto parts = *MakeOptimizer(o, n);
+    std::vector<float> p1(n), p2(n), g(n);
+    for (size_t i = 0; i < n; ++i) p1[i] = p2[i] = std::sin(0.002f * static_cast<float>(i));
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < n; ++i) g[i] = std::cos(0.03f * static_cast<float>(i * (step + 2)));
+      whole->ApplyBlocks(
+          p1, [&](size_t b, size_t e, float* out) { std::copy(g.begin() + b, g.begin() + e, out); },
+          0.05f);
+      // The last part first: parts may come in any order.
+      std::vector<size_t> starts;
+      for (size_t b = 0; b < n; b += part) starts.push_back(b);
+      std::reverse(starts.begin(), starts.end());
+      for (size_t off : starts) {
+        const size_t len = std::min(part, n - off);
+        parts->ApplyPart(
+            std::span<float>(p2).subspan(off, len), off,
+            [&](size_t b, size_t e, float* out) {
+              ASSERT_LE(e, len);
+              std::copy(g.begin() + off + b, g.begin() + off + e, out);
+            },
+            0.05f);
+      }
+      EXPECT_EQ(parts->steps(), step);  // a part does not count the step
+      parts->set_steps(parts->steps() + 1);
+    }
+    EXPECT_EQ(p1, p2) << o.kind << " momentum " << o.momentum;
+    const auto s1 = whole->State(), s2 = parts->State();
+    ASSERT_EQ(s1.size(), s2.size());
+    for (size_t k = 0; k < s1.size(); ++k) {
+      EXPECT_TRUE(std::equal(s1[k].second.begin(), s1[k].second.end(), s2[k].second.begin()))
+          << o.kind << " " << s1[k].first;
+    }
+  }
+}
+
 TEST(Optimizers, ApplyBlocksGivesApplysBits) {
   const std::vector<OptimizerOptions> cases = {
       {.kind = "sgd", .momentum = 0.0f},

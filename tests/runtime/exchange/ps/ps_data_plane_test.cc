@@ -9,10 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,12 +45,13 @@ constexpr uint64_t kIncarnation = 4242;
 class Shard {
  public:
   Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1,
-        bool fp16_plane = true, int num_workers = 2) {
+        bool fp16_plane = true, int num_workers = 2, bool pipeline = false, float momentum = 0) {
     PsShardOptions o;
     o.num_workers = num_workers;
     o.mode = *ExchangeMode::Parse(mode);
     o.optimizer.kind = "sgd";
-    o.optimizer.momentum = 0;
+    o.optimizer.momentum = momentum;
+    o.pipeline = pipeline;
     o.lr.base_lr = 0.5f;
     o.incarnation = kIncarnation;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
@@ -104,7 +107,7 @@ PsExchangeOptions Options(const Shard& s, int worker, const std::string& mode,
 // Two workers, five sync steps of different gradients; returns worker 0's
 // parameters and gathers both workers' log lines.
 std::vector<float> TrainTwoWorkers(Shard& s, std::vector<std::string>* logs,
-                                   v1::WireDType dtype = v1::WIRE_DTYPE_F32) {
+                                   v1::WireDType dtype = v1::WIRE_DTYPE_F32, int64_t n = kParams) {
   RealClock clock;
   std::mutex mu;
   auto log = [&](const std::string& l) {
@@ -113,15 +116,15 @@ std::vector<float> TrainTwoWorkers(Shard& s, std::vector<std::string>* logs,
   };
   PsExchange w0(Options(s, 0, "sync", "t", dtype), clock, log);
   PsExchange w1(Options(s, 1, "sync", "t", dtype), clock, log);
-  std::vector<float> p0(kParams), p1(kParams, -1.0f), g0(kParams), g1(kParams);
-  for (int64_t i = 0; i < kParams; ++i) p0[i] = static_cast<float>(i % 97) * 0.25f;
+  std::vector<float> p0(n), p1(n, -1.0f), g0(n), g1(n);
+  for (int64_t i = 0; i < n; ++i) p0[i] = static_cast<float>(i % 97) * 0.25f;
   absl::StatusOr<int64_t> s1;
   std::thread t([&] { s1 = w1.Start(p1); });
   EXPECT_EQ(*w0.Start(p0), 0);
   t.join();
   EXPECT_TRUE(s1.ok()) << s1.status();
   for (int64_t step = 0; step < 5; ++step) {
-    for (int64_t i = 0; i < kParams; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       g0[i] = static_cast<float>((i + step) % 13) * 0.01f;
       g1[i] = static_cast<float>((i * 7 + step) % 11) * -0.02f;
     }
@@ -545,6 +548,263 @@ TEST_F(DataPlaneRefusals, ConnectionsBeyondTheCapAreRefusedAtOnce) {
   EXPECT_EQ(good->code, absl::StatusCode::kOk);
 }
 
+TEST_F(DataPlaneRefusals, PipelinedStepToAShardWithoutItIsRefused) {
+  RawWorker w(shard_.data_address());
+  ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
+  wire::StepHeader h = Header(0);
+  h.pipelined = true;
+  ASSERT_TRUE(w.SendHeader(h).ok());
+  absl::StatusOr<wire::Answer> a = w.ReadAnswer();  // a plain answer: no frames
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(w.message(), HasSubstr("--ps-pipeline"));
+  EXPECT_EQ(Applied(), 0);
+}
+
+// Pipelined sync steps (--ps-pipeline): chunks applied as they arrive and
+// streamed back give the parameters of whole steps, bit for bit, in fp32
+// and fp16, with momentum (optimizer state) too. A range of one chunk
+// takes plain steps, committed through the same rounds.
+TEST(PsDataPlaneTest, PipelinedSyncStepsGiveWholeStepsBits) {
+  for (v1::WireDType dtype : {v1::WIRE_DTYPE_F32, v1::WIRE_DTYPE_F16}) {
+    for (int64_t n : {kParams, int64_t{1000}}) {
+      std::vector<std::string> logs;
+      std::vector<float> whole, piped;
+      {
+        Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/false, /*momentum=*/0.9f);
+        whole = TrainTwoWorkers(s, &logs, dtype, n);
+      }
+      {
+        Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true, /*momentum=*/0.9f);
+        ASSERT_TRUE(s.shard().pipelined());
+        piped = TrainTwoWorkers(s, &logs, dtype, n);
+        EXPECT_EQ(s.shard().Status().applied_pushes(), 5);
+        // 5 steps of 2 workers, when the range has more than one chunk.
+        EXPECT_EQ(s.data().pipelined_steps(), n > wire::kChunkValues ? 10 : 0);
+      }
+      EXPECT_EQ(whole, piped) << "dtype " << dtype << ", " << n << " parameters";
+    }
+  }
+  // Async mode takes no pipelined steps: its pulls are whole versions.
+  Shard async("async", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true);
+  EXPECT_FALSE(async.shard().pipelined());
+}
+
+// A WaitRound cancellation: gives up after 10 s, so a test never hangs.
+std::function<bool()> Within10s() {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  return [end] { return std::chrono::steady_clock::now() > end; };
+}
+
+// A pipelined push sent by hand, chunk by chunk, while a second thread
+// reads the shard's frames: the way a push can break off mid-step.
+struct RawPipelinedStep {
+  enum class Break { kNone, kNonFinite, kCorrupt, kHangUp };
+  std::optional<wire::Answer> answer;  // none when the connection ended
+  std::string message;
+  std::vector<float> params;  // the chunks since the last restart
+  int restarts = 0;
+
+  // Sends `g` for `step` as worker 1; `before_break` runs after chunk
+  // `at` - 1 was sent, before chunk `at` breaks as `how` says.
+  void Run(const std::string& address, int64_t step, const std::vector<float>& g, Break how,
+           int64_t at, const std::function<void()>& before_break) {
+    RawWorker w(address);
+    ASSERT_EQ(w.Hello(1, kIncarnation, "t")->code, absl::StatusCode::kOk);
+    params.assign(g.size(), 0.0f);
+    std::thread reader([&] { Read(w.conn()); });
+    wire::StepHeader h;
+    h.worker = 1;
+    h.step = step;
+    h.incarnation = kIncarnation;
+    h.length = static_cast<int64_t>(g.size());
+    h.min_step = step + 1;
+    h.clock = step + 1;
+    h.pipelined = true;
+    EXPECT_TRUE(w.SendHeader(h).ok());
+    for (int64_t c = 0; c < wire::NumChunks(h.length); ++c) {
+      const size_t off = static_cast<size_t>(c * wire::kChunkValues);
+      std::vector<float> chunk(
+          g.begin() + static_cast<std::ptrdiff_t>(off),
+          g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), off + wire::kChunkValues)));
+      uint32_t crc = Crc32c(chunk.data(), chunk.size() * sizeof(float));
+      if (c == at && how != Break::kNone) {
+        before_break();
+        if (how == Break::kHangUp) {
+          w.conn().Shutdown();
+          break;
+        }
+        if (how == Break::kNonFinite) {
+          chunk[3] = std::numeric_limits<float>::infinity();
+          crc = Crc32c(chunk.data(), chunk.size() * sizeof(float));
+        } else {
+          chunk[3] += 1.0f;  // changed in transit, after its checksum
+        }
+      }
+      EXPECT_TRUE(w.SendFloats(chunk).ok());
+      EXPECT_TRUE(w.SendTrailer(crc).ok());
+    }
+    reader.join();
+  }
+
+ private:
+  void Read(exchange::TcpConnection& conn) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    const exchange::IoCheck check = [deadline] {
+      return std::chrono::steady_clock::now() > deadline ? absl::DeadlineExceededError("deadline")
+                                                         : absl::OkStatus();
+    };
+    int64_t next = 0;
+    while (true) {
+      wire::FrameBytes fb;
+      if (!conn.RecvAll(fb.data(), fb.size(), check).ok()) return;
+      absl::StatusOr<wire::Frame> f = wire::DecodeFrame(fb);
+      ASSERT_TRUE(f.ok()) << f.status();
+      if (f->kind == wire::Frame::Kind::kEnd) {
+        wire::AnswerBytes ab;
+        ASSERT_TRUE(conn.RecvAll(ab.data(), ab.size(), check).ok());
+        answer = *wire::DecodeAnswer(ab);
+        message.assign(answer->message_bytes, '\0');
+        ASSERT_TRUE(conn.RecvAll(message.data(), message.size(), check).ok());
+        return;
+      }
+      if (f->kind == wire::Frame::Kind::kRestart) {
+        ++restarts;
+        next = 0;
+        continue;
+      }
+      ASSERT_EQ(f->index, next);
+      wire::TrailerBytes tb;
+      float* dst = params.data() + next * wire::kChunkValues;
+      // (A hang-up of ours ends the connection anywhere.)
+      if (!conn.RecvAll(dst, f->values * sizeof(float), check).ok()) return;
+      if (!conn.RecvAll(tb.data(), tb.size(), check).ok()) return;
+      EXPECT_EQ(*wire::DecodeTrailer(tb), Crc32c(dst, f->values * sizeof(float)));
+      ++next;
+    }
+  }
+};
+
+// Two sync steps of two workers with momentum straight on a shard, no
+// network, no pipelining: what the pipelined runs below must give.
+std::vector<float> TwoPlainSteps(const std::vector<float>& init,
+                                 const std::vector<std::vector<float>>& grads) {
+  RealClock clock;
+  PsShardOptions o;
+  o.num_workers = 2;
+  o.mode = *ExchangeMode::Parse("sync");
+  o.optimizer.kind = "sgd";
+  o.optimizer.momentum = 0.9f;
+  o.lr.base_lr = 0.5f;
+  PsShard shard(o, clock, [](const std::string&) {});
+  const int64_t n = static_cast<int64_t>(init.size());
+  EXPECT_TRUE(shard.Register(0, n, "").ok());
+  EXPECT_TRUE(shard.Register(1, n, "").ok());
+  std::span<float> slot = *shard.BeginStaging(0, 0, true);
+  std::copy(init.begin(), init.end(), slot.begin());
+  EXPECT_TRUE(*shard.CommitInitialize(0, 0, 10));
+  shard.EndStaging(0);
+  for (int64_t step = 0; step < 2; ++step) {
+    for (int w = 0; w < 2; ++w) {
+      std::span<float> s = *shard.BeginStaging(w, step, false);
+      std::copy(grads[w].begin(), grads[w].end(), s.begin());
+      EXPECT_TRUE(shard.CommitPush(w, step).ok());
+      shard.EndStaging(w);
+    }
+  }
+  std::vector<float> out(init.size());
+  EXPECT_TRUE(shard.Pull(0, 2, 2, out, {}).ok());
+  return out;
+}
+
+// A pipelined push that breaks off after the shard applied some of the
+// round's chunks (a NaN/Inf chunk, a corrupt chunk, a hang-up) rolls the
+// round back, parameters and momentum: once the worker pushes again, two
+// steps give exactly the plain steps' parameters. The other worker's
+// stream restarts and ends with them too.
+class PipelinedBreak : public ::testing::TestWithParam<RawPipelinedStep::Break> {};
+
+TEST_P(PipelinedBreak, RollsTheRoundBackAndTheRetryGivesPlainSteps) {
+  const RawPipelinedStep::Break how = GetParam();
+  Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true, /*momentum=*/0.9f);
+  RealClock clock;
+  PsExchange w0(Options(s, 0, "sync", "t"), clock, [](const std::string&) {});
+  std::vector<float> init(kParams), p0(kParams), g0(kParams), g1(kParams);
+  for (int64_t i = 0; i < kParams; ++i) {
+    init[i] = p0[i] = static_cast<float>(i % 89) * 0.125f;
+    g0[i] = static_cast<float>(i % 13) * 0.01f;
+    g1[i] = static_cast<float>((i * 3) % 7) * -0.03f;
+  }
+  ASSERT_TRUE(w0.Start(p0).ok());
+  PsShardClient c1("ps-0", s.address(), "t");
+  v1::RegisterRequest reg;
+  reg.set_worker(1);
+  reg.set_num_params(kParams);
+  ASSERT_TRUE(c1.Register(reg, std::chrono::seconds(5)).ok());
+
+  absl::StatusOr<int64_t> step0;
+  std::thread t0([&] { step0 = w0.Step(0, g0, p0); });
+  // The broken push is another gradient: the chunks it had applied must
+  // reach nobody, so worker 0's stream has to start again.
+  std::vector<float> other(kParams);
+  for (int64_t i = 0; i < kParams; ++i) other[i] = g1[i] * 3 + 0.5f;
+  RawPipelinedStep broken;
+  broken.Run(s.data_address(), 0, other, how, /*at=*/3, [&] {
+    // Chunks 0-2 of both workers are in: wait until the shard applied some.
+    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, Within10s());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->committed);
+    EXPECT_GE(r->ready, 1);
+  });
+  if (how == RawPipelinedStep::Break::kHangUp) {
+    EXPECT_FALSE(broken.answer.has_value());
+  } else {
+    ASSERT_TRUE(broken.answer.has_value());
+    EXPECT_EQ(broken.answer->code, how == RawPipelinedStep::Break::kNonFinite
+                                       ? absl::StatusCode::kInvalidArgument
+                                       : absl::StatusCode::kDataLoss);
+    EXPECT_FALSE(broken.answer->pushed);
+    EXPECT_THAT(broken.message, HasSubstr("chunk 3"));
+  }
+  EXPECT_EQ(s.shard().Status().global_step(), 0);
+  EXPECT_EQ(s.shard().Status().rejected_pushes(), how == RawPipelinedStep::Break::kHangUp ? 0 : 1);
+
+  // The retry (a new connection once the old one is done) completes step 0.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  absl::StatusOr<std::span<float>> free_slot = absl::UnavailableError("not tried");
+  while (std::chrono::steady_clock::now() < deadline) {
+    free_slot = s.shard().BeginStaging(1, 0, false);
+    if (free_slot.ok()) break;
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(free_slot.ok()) << free_slot.status();
+  s.shard().EndStaging(1);
+  RawPipelinedStep retry;
+  retry.Run(s.data_address(), 0, g1, RawPipelinedStep::Break::kNone, -1, {});
+  t0.join();
+  ASSERT_TRUE(step0.ok()) << step0.status();
+  ASSERT_TRUE(retry.answer.has_value());
+  EXPECT_EQ(retry.answer->code, absl::StatusCode::kOk);
+  EXPECT_TRUE(retry.answer->pushed);
+  EXPECT_EQ(retry.params, p0);
+
+  // A second step, where the momentum of step 0 counts.
+  absl::StatusOr<int64_t> step1;
+  std::thread t1([&] { step1 = w0.Step(1, g0, p0); });
+  RawPipelinedStep second;
+  second.Run(s.data_address(), 1, g1, RawPipelinedStep::Break::kNone, -1, {});
+  t1.join();
+  ASSERT_TRUE(step1.ok()) << step1.status();
+  EXPECT_EQ(second.params, p0);
+  EXPECT_EQ(p0, TwoPlainSteps(init, {g0, g1}));
+  EXPECT_EQ(s.shard().Status().applied_pushes(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Breaks, PipelinedBreak,
+                         ::testing::Values(RawPipelinedStep::Break::kNonFinite,
+                                           RawPipelinedStep::Break::kCorrupt,
+                                           RawPipelinedStep::Break::kHangUp));
+
 TEST(PsDataPlaneTest, StopFreesAWorkerWaitingAtTheSyncBarrier) {
   Shard s("sync", "t", /*tcp=*/true);
   RealClock clock;
@@ -759,6 +1019,33 @@ TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
   wire::TrailerBytes t = wire::EncodeTrailer(1);
   t[0] ^= 1;
   EXPECT_TRUE(absl::IsDataLoss(wire::DecodeTrailer(t).status()));
+  h.pipelined = true;
+  EXPECT_TRUE(wire::DecodeStepHeader(wire::EncodeStepHeader(h))->pipelined);
+  wire::StepHeaderBytes flags = wire::EncodeStepHeader(h);
+  flags[60] = 6;  // flags this version does not know
+  EXPECT_THAT(std::string(wire::DecodeStepHeader(flags).status().message()),
+              HasSubstr("unknown flags"));
+  absl::StatusOr<wire::Frame> f =
+      wire::DecodeFrame(wire::EncodeFrame({wire::Frame::Kind::kChunk, 7, 1234}));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kind, wire::Frame::Kind::kChunk);
+  EXPECT_EQ(f->index, 7u);
+  EXPECT_EQ(f->values, 1234u);
+  EXPECT_FALSE(wire::DecodeFrame(wire::EncodeFrame({wire::Frame::Kind::kChunk, 0, 0})).ok());
+  EXPECT_FALSE(
+      wire::DecodeFrame(wire::EncodeFrame({wire::Frame::Kind::kChunk, 0, wire::kChunkValues + 1}))
+          .ok());
+  wire::FrameBytes odd = wire::EncodeFrame({wire::Frame::Kind::kEnd, 0, 0});
+  odd[4] = 9;  // a kind this version does not know
+  EXPECT_FALSE(wire::DecodeFrame(odd).ok());
+  wire::FrameBytes from_answer;
+  const wire::AnswerBytes ans = wire::EncodeAnswer(a);
+  std::copy(ans.begin(), ans.begin() + wire::kFrameBytes, from_answer.begin());
+  EXPECT_TRUE(wire::StartsAnAnswer(from_answer));
+  EXPECT_FALSE(wire::StartsAnAnswer(odd));
+  EXPECT_EQ(wire::NumChunks(1), 1);
+  EXPECT_EQ(wire::NumChunks(wire::kChunkValues), 1);
+  EXPECT_EQ(wire::NumChunks(wire::kChunkValues + 1), 2);
   EXPECT_TRUE(wire::TokensEqual("abc", "abc"));
   EXPECT_FALSE(wire::TokensEqual("abc", "abd"));
   EXPECT_FALSE(wire::TokensEqual("abc", "abcd"));

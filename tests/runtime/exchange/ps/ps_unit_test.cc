@@ -1,8 +1,10 @@
 // Unit tests of the parameter server's pieces without the network: shard
 // ranges, the fp16 wire codec, checkpoint files, and the shard's rules.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/checkpoint.h"
+#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -264,8 +267,8 @@ TEST(PsShard, PinnedParametersStayAsReadWhileUpdatesGoOn) {
   EXPECT_FLOAT_EQ(f.Param(), 8.0f);
   for (float v : seen) ASSERT_FLOAT_EQ(v, 10.0f);  // untouched
   // The result Read() returns holds no pin.
-  absl::StatusOr<PullResult> plain =
-      f.shard->Read(0, 0, 0, [](std::span<const float>, const PullResult&) {}, nullptr);
+  absl::StatusOr<PullResult> plain = f.shard->Read(
+      0, 0, 0, [](std::span<const float>, const PullResult&) {}, nullptr);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->pin, nullptr);
   EXPECT_GT(plain->version, pinned.version);
@@ -412,6 +415,146 @@ TEST(PsShard, ObserversLongPollForProgressOrTheEnd) {
   observer.join();
   ASSERT_TRUE(later.ok());
   EXPECT_TRUE(later->finished);
+}
+
+// A WaitRound cancellation: gives up after 10 s, so a test never hangs.
+std::function<bool()> Within10s() {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  return [end] { return std::chrono::steady_clock::now() > end; };
+}
+
+// Pipelined rounds (--ps-pipeline) straight on the shard: two workers'
+// chunks of a range of three chunks, sgd with momentum.
+class PipelinedRound : public ::testing::Test {
+ protected:
+  static constexpr int64_t kN = 2 * data_plane::kChunkValues + 1000;
+
+  std::unique_ptr<PsShard> MakeShard(bool pipeline, const std::string& ckpt = "") {
+    PsShardOptions o;
+    o.num_workers = 2;
+    o.mode = *ExchangeMode::Parse("sync");
+    o.optimizer.kind = "sgd";
+    o.optimizer.momentum = 0.9f;
+    o.lr.base_lr = 0.25f;
+    o.pipeline = pipeline;
+    o.checkpoint_dir = ckpt;
+    auto s = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
+    EXPECT_TRUE(s->Register(0, kN, "").ok());
+    EXPECT_TRUE(s->Register(1, kN, "").ok());
+    std::span<float> slot = *s->BeginStaging(0, 0, true);
+    for (int64_t i = 0; i < kN; ++i) slot[i] = static_cast<float>(i % 31) * 0.5f;
+    EXPECT_TRUE(*s->CommitInitialize(0, 0, 100));
+    s->EndStaging(0);
+    return s;
+  }
+  static float Grad(int worker, int64_t step, int64_t i) {
+    return static_cast<float>((i * (worker + 2) + step) % 17) * 0.01f - 0.05f;
+  }
+  std::vector<float> Params(PsShard& s) {
+    std::vector<float> out(kN);
+    EXPECT_TRUE(s.Pull(0, 0, 0, out, {}).ok());
+    return out;
+  }
+  RealClock clock_;
+};
+
+TEST_F(PipelinedRound, ACheckpointMidRoundHoldsTheStepBeforeItAndTheRoundGoesOn) {
+  TempDir dir;
+  std::unique_ptr<PsShard> piped = MakeShard(true, dir.path());
+  std::unique_ptr<PsShard> plain = MakeShard(false);
+  ASSERT_TRUE(piped->pipelined());
+  for (int64_t step = 0; step < 2; ++step) {
+    for (int w = 0; w < 2; ++w) {
+      std::span<float> a = *piped->BeginStaging(w, step, false);
+      std::span<float> b = *plain->BeginStaging(w, step, false);
+      for (int64_t i = 0; i < kN; ++i) a[i] = b[i] = Grad(w, step, i);
+      piped->EndStaging(w);  // PushChunk below stages nothing itself
+      plain->EndStaging(w);
+    }
+    // Step 0 whole on both; step 1 on the pipelined shard: two chunks of
+    // each worker, a checkpoint, then the last chunk.
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_TRUE(plain->BeginStaging(w, step, false).ok());
+      ASSERT_TRUE(plain->CommitPush(w, step).ok());
+      plain->EndStaging(w);
+    }
+    if (step == 0) {
+      for (int w = 0; w < 2; ++w) {
+        ASSERT_TRUE(piped->BeginStaging(w, step, false).ok());
+        ASSERT_TRUE(piped->CommitPush(w, step).ok());
+        piped->EndStaging(w);
+      }
+      continue;
+    }
+    const std::vector<float> after_step0 = Params(*piped);
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_TRUE(piped->BeginStaging(w, step, false).ok());
+      for (int64_t c = 0; c < 2; ++c) ASSERT_TRUE(*piped->PushChunk(w, step, c, 0));
+    }
+    absl::StatusOr<RoundRead> mid = piped->WaitRound(0, step, 0, 0, Within10s());
+    ASSERT_TRUE(mid.ok());
+    EXPECT_EQ(mid->ready, 2);
+    EXPECT_FALSE(mid->committed);
+    ASSERT_TRUE(piped->WriteCheckpointNow().ok());
+    absl::StatusOr<exchange::CheckpointData> ckpt =
+        exchange::LoadLatestCheckpoint(dir.path(), 0, 1, [](const std::string&) {});
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ(ckpt->header.global_step(), 1);
+    EXPECT_EQ(ckpt->header.optimizer_steps(), 1);
+    EXPECT_EQ(ckpt->params, after_step0);
+    // The round was applied again after the checkpoint: a sender that had
+    // sent chunks of it starts again, one that had not goes on.
+    absl::StatusOr<RoundRead> again = piped->WaitRound(0, step, mid->attempt, 2, Within10s());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->kind, RoundRead::Kind::kRestart);
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_TRUE(*piped->PushChunk(w, step, 2, 0));
+      piped->EndStaging(w);
+    }
+    absl::StatusOr<RoundRead> done = piped->WaitRound(0, step, 0, 0, Within10s());
+    ASSERT_TRUE(done.ok());
+    EXPECT_TRUE(done->committed);
+    EXPECT_EQ(done->global_step, 2);
+    // The checkpoint's state was the step before: restoring it and
+    // applying step 1 whole gives the same parameters.
+    std::unique_ptr<PsShard> restored = MakeShard(false, dir.path());
+    ASSERT_EQ(*restored->RestoreFromCheckpoint(), 1);
+    for (int w = 0; w < 2; ++w) {
+      std::span<float> g = *restored->BeginStaging(w, step, false);
+      for (int64_t i = 0; i < kN; ++i) g[i] = Grad(w, step, i);
+      ASSERT_TRUE(restored->CommitPush(w, step).ok());
+      restored->EndStaging(w);
+    }
+    EXPECT_EQ(Params(*restored), Params(*plain));
+  }
+  EXPECT_EQ(Params(*piped), Params(*plain));
+}
+
+TEST_F(PipelinedRound, OutOfOrderChunksAndFuturePushesAreRefused) {
+  std::unique_ptr<PsShard> s = MakeShard(true);
+  ASSERT_TRUE(s->BeginStaging(0, 0, false).ok());
+  EXPECT_THAT(std::string(s->PushChunk(0, 0, 1, 0).status().message()), HasSubstr("out of order"));
+  s->EndStaging(0);
+  ASSERT_TRUE(s->BeginStaging(1, 5, false).ok());
+  EXPECT_THAT(std::string(s->PushChunk(1, 5, 0, 0).status().message()),
+              HasSubstr("from the future"));
+  s->AbortPush(1);
+  s->EndStaging(1);
+  EXPECT_EQ(s->Status().rejected_pushes(), 1);
+  EXPECT_EQ(s->global_step(), 0);
+}
+
+// A worker that finishes while the others' chunks wait for it releases
+// the round: it no longer counts among the contributors.
+TEST_F(PipelinedRound, AWorkerThatFinishesNoLongerHoldsTheRound) {
+  std::unique_ptr<PsShard> s = MakeShard(true);
+  ASSERT_TRUE(s->BeginStaging(0, 0, false).ok());
+  const int64_t chunks = data_plane::NumChunks(kN);
+  for (int64_t c = 0; c < chunks; ++c) ASSERT_TRUE(*s->PushChunk(0, 0, c, 0));
+  s->EndStaging(0);
+  EXPECT_EQ(s->global_step(), 0);
+  EXPECT_FALSE(s->Done(1));
+  EXPECT_EQ(s->global_step(), 1);
 }
 
 }  // namespace
