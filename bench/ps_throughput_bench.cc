@@ -95,7 +95,9 @@ class LoopbackShard {
  public:
   // `tcp`: the direct TCP data plane beside gRPC, as RunParameterServer
   // serves with --ps-data-plane tcp; else gRPC only (its default).
-  LoopbackShard(int index, int num_shards, int num_workers, const std::string& mode, bool tcp) {
+  // `pipeline`: sync steps pipelined chunk by chunk (--ps-pipeline).
+  LoopbackShard(int index, int num_shards, int num_workers, const std::string& mode, bool tcp,
+                bool pipeline) {
     PsShardOptions o;
     o.shard_index = index;
     o.num_shards = num_shards;
@@ -107,6 +109,7 @@ class LoopbackShard {
     o.optimizer.momentum = 0;
     o.lr.base_lr = 0.01f;
     o.incarnation = 1000 + index;
+    o.pipeline = pipeline;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     service_ = std::make_unique<PsService>(*shard_, "");
     if (tcp) {
@@ -204,11 +207,11 @@ struct PsResult {
 // threads each driving its own PsExchange; as many steps as make the timed
 // phase take about `target` seconds.
 PsResult RunPs(int64_t num_params, int shards, int workers, const std::string& mode, bool tcp,
-               v1::WireDType dtype, double target) {
+               bool pipeline, v1::WireDType dtype, double target) {
   std::vector<std::unique_ptr<LoopbackShard>> servers;
   std::vector<std::string> addresses;
   for (int i = 0; i < shards; ++i) {
-    servers.push_back(std::make_unique<LoopbackShard>(i, shards, workers, mode, tcp));
+    servers.push_back(std::make_unique<LoopbackShard>(i, shards, workers, mode, tcp, pipeline));
     addresses.push_back(servers.back()->address());
   }
   absl::StatusOr<ExchangeMode> m = ExchangeMode::Parse(mode);
@@ -466,8 +469,8 @@ struct Settings {
 Row Measure(int mb, int shards, int workers, const std::string& mode, const std::string& plane,
             const Settings& set) {
   const int64_t num_params = mb * kParamsPerMb;
-  const PsResult ps =
-      RunPs(num_params, shards, workers, mode, plane == "tcp", set.dtype, set.target);
+  const PsResult ps = RunPs(num_params, shards, workers, mode, plane != "grpc", plane == "pipe",
+                            set.dtype, set.target);
   const int64_t per_value = set.dtype == v1::WIRE_DTYPE_F16 ? 2 : 4;
   const TcpResult tcp = RunTcp(num_params * per_value, workers, ps.steps, set.target,
                                set.tcp_buffer, /*floor=*/false);
@@ -540,10 +543,11 @@ int Main(int argc, char** argv) {
       sync_rows = false;
     } else if (key == "--planes") {
       // The PS data planes to measure: the direct TCP one (the default of a
-      // PS replica) and gRPC alone (--ps-data-plane grpc).
+      // PS replica), gRPC alone (--ps-data-plane grpc), and the direct one
+      // with pipelined sync steps (pipe: --ps-pipeline; async as tcp).
       planes.clear();
       for (const std::string& p : std::vector<std::string>(absl::StrSplit(value, ','))) {
-        ok = ok && (p == "tcp" || p == "grpc");
+        ok = ok && (p == "tcp" || p == "grpc" || p == "pipe");
         planes.push_back(p);
       }
       ok = ok && !planes.empty();
@@ -574,7 +578,8 @@ int Main(int argc, char** argv) {
                    "  --no-sync    leave out the sync rows (64 MB, 2 workers)\n"
                    "  --modes=M,.. every cell in each of these modes (async, sync, ssp:N);\n"
                    "               replaces the two sync rows\n"
-                   "  --planes=P,.. the PS data planes: tcp (direct, the default) and grpc\n"
+                   "  --planes=P,.. the PS data planes: tcp (direct, the default), grpc, and\n"
+                   "               pipe (direct, sync steps pipelined: --ps-pipeline)\n"
                    "  --seconds=S  target wall time of each timed PS and TCP phase (default 0.8)\n"
                    "  --tcp-buffer=BYTES  SO_SNDBUF/SO_RCVBUF of the TCP peer (default 0:\n"
                    "               the kernel's autotuning)\n"

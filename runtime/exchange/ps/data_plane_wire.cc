@@ -1,5 +1,6 @@
 #include "runtime/exchange/ps/data_plane_wire.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -59,7 +60,15 @@ absl::Status BadMagic(const char* what, uint32_t got, uint32_t want) {
 
 }  // namespace
 
-int64_t NumChunks(int64_t length) { return (length + kChunkValues - 1) / kChunkValues; }
+int64_t ChunkValues(int64_t length) {
+  const int64_t want = (length / 32 + 4095) / 4096 * 4096;
+  return std::clamp(want, kMinChunkValues, kMaxChunkValues);
+}
+
+int64_t NumChunks(int64_t length) {
+  const int64_t chunk = ChunkValues(length);
+  return (length + chunk - 1) / chunk;
+}
 
 size_t BytesPerValue(DType d) { return d == DType::kF16 ? sizeof(uint16_t) : sizeof(float); }
 
@@ -206,9 +215,9 @@ absl::StatusOr<Frame> DecodeFrame(const FrameBytes& b) {
   f.index = r.Get<uint32_t>();
   f.values = r.Get<uint32_t>();
   if (f.kind == Frame::Kind::kChunk &&
-      (f.values == 0 || f.values > static_cast<uint32_t>(kChunkValues))) {
+      (f.values == 0 || f.values > static_cast<uint32_t>(kMaxChunkValues))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk frame of ", f.values, " values (1 to ", kChunkValues, ")"));
+        absl::StrCat("chunk frame of ", f.values, " values (1 to ", kMaxChunkValues, ")"));
   }
   return f;
 }

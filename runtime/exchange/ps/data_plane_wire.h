@@ -19,7 +19,7 @@
 //
 // A pipelined step (StepHeader::pipelined; only to a shard that advertised
 // RegisterResponse.data_plane_pipeline) cuts the range into chunks of
-// kChunkValues values, each checksummed on its own, so the shard applies a
+// ChunkValues(length) values, each checksummed on its own, so the shard applies a
 // sync step chunk by chunk as every worker's chunk arrives and the pull
 // flows back while the push is still going:
 //   worker -> server  StepHeader + per chunk: its values + Trailer
@@ -55,10 +55,15 @@ inline constexpr uint32_t kMaxMessageBytes = 4096;
 // Payloads are checksummed in pieces of this size as they are sent or
 // received, so the checksum reads what the copy just brought into cache.
 inline constexpr size_t kPieceBytes = 256 * 1024;
-// A pipelined step's chunk, in values of any dtype (the last one shorter).
-inline constexpr int64_t kChunkValues = 64 * 1024;
-inline constexpr size_t kFrameBytes = 16;
+// A pipelined step's chunk for a range of `length` values, in values of
+// any dtype (the last one shorter): about 1/32 of the range, a multiple of
+// 4096 from kMinChunkValues to kMaxChunkValues, so a small range still
+// overlaps in many chunks and a large one keeps per-chunk costs small.
+inline constexpr int64_t kMinChunkValues = 16 * 1024;
+inline constexpr int64_t kMaxChunkValues = 256 * 1024;
+int64_t ChunkValues(int64_t length);
 int64_t NumChunks(int64_t length);
+inline constexpr size_t kFrameBytes = 16;
 
 struct Hello {
   int32_t worker = 0;

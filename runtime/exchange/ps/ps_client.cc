@@ -193,7 +193,8 @@ absl::StatusOr<PullReply> PsShardClient::PushPull(const v1::PushHeader& header,
         header, values, pull, out, offset, pushed, written, StillTheSameShard(header.incarnation()),
         dtype == v1::WIRE_DTYPE_F16 ? data_plane::DType::kF16 : data_plane::DType::kF32,
         // A single chunk has nothing to overlap.
-        data_pipeline_ && static_cast<int64_t>(values.size()) > data_plane::kChunkValues);
+        data_pipeline_ && static_cast<int64_t>(values.size()) >
+                              data_plane::ChunkValues(static_cast<int64_t>(values.size())));
     // Not active any more: the data port was unreachable; go on over gRPC.
     if (r.ok() || data_.active()) return r;
   }

@@ -222,7 +222,7 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
                                                           const exchange::IoCheck& waiting) {
   const size_t bpv = wire::BytesPerValue(h.dtype);
   const bool half = h.dtype == wire::DType::kF16;
-  const size_t chunk = static_cast<size_t>(wire::kChunkValues);
+  const size_t chunk = static_cast<size_t>(wire::ChunkValues(h.length));
   const int64_t chunks = wire::NumChunks(h.length);
   // The push, on its own thread: each chunk checksummed just before it is
   // sent (fp16: as narrowed into the sender's own scratch).

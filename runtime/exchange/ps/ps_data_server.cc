@@ -462,7 +462,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   const size_t total = static_cast<size_t>(head.length);
   const bool half = head.dtype == wire::DType::kF16;
   const size_t bpv = wire::BytesPerValue(head.dtype);
-  const size_t chunk = static_cast<size_t>(wire::kChunkValues);
+  const size_t chunk = static_cast<size_t>(wire::ChunkValues(head.length));
   if (half) scratch.half.resize(std::min(total, chunk));
   scratch.floats.resize(std::min(total, chunk));
   bool taking = !duplicate;
@@ -547,6 +547,7 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
   const bool half = head.dtype == wire::DType::kF16;
   const size_t bpv = wire::BytesPerValue(head.dtype);
   const int64_t chunks = wire::NumChunks(head.length);
+  const size_t chunk = static_cast<size_t>(wire::ChunkValues(head.length));
   std::vector<uint16_t> halves;
   uint64_t attempt = 0;
   int64_t sent = 0;
@@ -565,9 +566,8 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
     }
     attempt = r->attempt;
     for (; sent < r->ready; ++sent) {
-      const size_t off = static_cast<size_t>(sent * wire::kChunkValues);
-      const size_t n =
-          std::min(static_cast<size_t>(wire::kChunkValues), static_cast<size_t>(head.length) - off);
+      const size_t off = static_cast<size_t>(sent) * chunk;
+      const size_t n = std::min(chunk, static_cast<size_t>(head.length) - off);
       const void* bytes = r->values.data() + off;
       if (half) {
         halves.resize(n);

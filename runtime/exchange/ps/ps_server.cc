@@ -78,6 +78,16 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
                        : std::string(" (gRPC only)"),
                    " mode=", shard_options.mode.ToString(), " workers=", shard_options.num_workers,
                    *restored >= 0 ? absl::StrCat(" resumed at step ", *restored) : " fresh"));
+  if (shard_options.pipeline) {
+    log(shard.pipelined() && data_server != nullptr
+            ? "pipelined sync steps: on (chunks applied and sent back as they arrive)"
+            : absl::StrCat("pipelined sync steps: off despite --ps-pipeline (",
+                           data_server == nullptr ? "no data plane"
+                           : shard_options.mode.kind != ExchangeMode::kSync
+                               ? "only sync mode pipelines"
+                               : "backup workers (--replicas-to-aggregate) take whole gradients",
+                           ")"));
+  }
   if (options.on_listening) options.on_listening(port);
 
   int exit_code = kExitSuccess;

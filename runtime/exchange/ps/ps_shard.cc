@@ -46,6 +46,7 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   num_params_ = num_params;
   range_ = ShardRange(num_params, opt_.num_shards, opt_.shard_index);
   num_chunks_ = data_plane::NumChunks(range_.length);
+  chunk_values_ = data_plane::ChunkValues(range_.length);
   const size_t n = static_cast<size_t>(range_.length);
   params_pool_ = ReusePool<AlignedBuffer>();
   params_ = params_pool_.Writable(nullptr, [n] { return std::make_shared<AlignedBuffer>(n); });
@@ -422,9 +423,9 @@ void PsShard::AdvanceRoundLocked() {
   const float* cur = params_->data();
   float* next = round_.next->data();
   for (int64_t c = round_.applied; c < ready; ++c) {
-    const size_t b = static_cast<size_t>(c * data_plane::kChunkValues);
-    const size_t e = std::min(static_cast<size_t>(range_.length),
-                              b + static_cast<size_t>(data_plane::kChunkValues));
+    const size_t b = static_cast<size_t>(c * chunk_values_);
+    const size_t e =
+        std::min(static_cast<size_t>(range_.length), b + static_cast<size_t>(chunk_values_));
     std::copy(cur + b, cur + e, next + b);
     for (size_t k = 0; k < state.size(); ++k) {
       std::copy(state[k].second.data() + b, state[k].second.data() + e, round_.undo[k].data() + b);
@@ -472,7 +473,7 @@ void PsShard::CommitRoundLocked() {
 void PsShard::RollBackRoundLocked() {
   auto state = optimizer_->State();
   const size_t n = std::min(static_cast<size_t>(range_.length),
-                            static_cast<size_t>(round_.applied * data_plane::kChunkValues));
+                            static_cast<size_t>(round_.applied * chunk_values_));
   for (size_t k = 0; k < state.size() && k < round_.undo.size(); ++k) {
     std::copy(round_.undo[k].data(), round_.undo[k].data() + n, state[k].second.data());
   }

@@ -53,7 +53,7 @@ struct PsShardOptions {
   int keep_checkpoints = 3;
   uint64_t incarnation = 0;
   // Sync steps aggregating every worker are applied chunk by chunk
-  // (data_plane::kChunkValues) as soon as every worker's gradient for the
+  // (data_plane::ChunkValues) as soon as every worker's gradient for the
   // chunk has arrived, and the new parameters flow back chunk by chunk
   // (PushChunk, WaitRound): the data plane's pipelined steps. A bad or
   // broken push rolls the round back, so it still changes nothing. Ignored
@@ -272,6 +272,7 @@ class PsShard {
   Round round_;
   uint64_t committed_attempt_ = 0;  // the attempt of the last committed round
   int64_t num_chunks_ = 0;
+  int64_t chunk_values_ = 0;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::optional<train::LrSchedule> schedule_;
   std::vector<Worker> workers_;

@@ -580,7 +580,7 @@ TEST(PsDataPlaneTest, PipelinedSyncStepsGiveWholeStepsBits) {
         piped = TrainTwoWorkers(s, &logs, dtype, n);
         EXPECT_EQ(s.shard().Status().applied_pushes(), 5);
         // 5 steps of 2 workers, when the range has more than one chunk.
-        EXPECT_EQ(s.data().pipelined_steps(), n > wire::kChunkValues ? 10 : 0);
+        EXPECT_EQ(s.data().pipelined_steps(), n > wire::ChunkValues(n) ? 10 : 0);
       }
       EXPECT_EQ(whole, piped) << "dtype " << dtype << ", " << n << " parameters";
     }
@@ -623,10 +623,11 @@ struct RawPipelinedStep {
     h.pipelined = true;
     EXPECT_TRUE(w.SendHeader(h).ok());
     for (int64_t c = 0; c < wire::NumChunks(h.length); ++c) {
-      const size_t off = static_cast<size_t>(c * wire::kChunkValues);
+      const size_t chunk_values = static_cast<size_t>(wire::ChunkValues(h.length));
+      const size_t off = static_cast<size_t>(c) * chunk_values;
       std::vector<float> chunk(
           g.begin() + static_cast<std::ptrdiff_t>(off),
-          g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), off + wire::kChunkValues)));
+          g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), off + chunk_values)));
       uint32_t crc = Crc32c(chunk.data(), chunk.size() * sizeof(float));
       if (c == at && how != Break::kNone) {
         before_break();
@@ -675,7 +676,7 @@ struct RawPipelinedStep {
       }
       ASSERT_EQ(f->index, next);
       wire::TrailerBytes tb;
-      float* dst = params.data() + next * wire::kChunkValues;
+      float* dst = params.data() + next * wire::ChunkValues(static_cast<int64_t>(params.size()));
       // (A hang-up of ours ends the connection anywhere.)
       if (!conn.RecvAll(dst, f->values * sizeof(float), check).ok()) return;
       if (!conn.RecvAll(tb.data(), tb.size(), check).ok()) return;
@@ -1032,9 +1033,9 @@ TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
   EXPECT_EQ(f->index, 7u);
   EXPECT_EQ(f->values, 1234u);
   EXPECT_FALSE(wire::DecodeFrame(wire::EncodeFrame({wire::Frame::Kind::kChunk, 0, 0})).ok());
-  EXPECT_FALSE(
-      wire::DecodeFrame(wire::EncodeFrame({wire::Frame::Kind::kChunk, 0, wire::kChunkValues + 1}))
-          .ok());
+  EXPECT_FALSE(wire::DecodeFrame(
+                   wire::EncodeFrame({wire::Frame::Kind::kChunk, 0, wire::kMaxChunkValues + 1}))
+                   .ok());
   wire::FrameBytes odd = wire::EncodeFrame({wire::Frame::Kind::kEnd, 0, 0});
   odd[4] = 9;  // a kind this version does not know
   EXPECT_FALSE(wire::DecodeFrame(odd).ok());
@@ -1044,8 +1045,12 @@ TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {
   EXPECT_TRUE(wire::StartsAnAnswer(from_answer));
   EXPECT_FALSE(wire::StartsAnAnswer(odd));
   EXPECT_EQ(wire::NumChunks(1), 1);
-  EXPECT_EQ(wire::NumChunks(wire::kChunkValues), 1);
-  EXPECT_EQ(wire::NumChunks(wire::kChunkValues + 1), 2);
+  EXPECT_EQ(wire::ChunkValues(1000), wire::kMinChunkValues);
+  EXPECT_EQ(wire::ChunkValues(int64_t{1} << 30), wire::kMaxChunkValues);
+  EXPECT_EQ(wire::ChunkValues(4 * 1024 * 1024), 128 * 1024);  // 1/32
+  EXPECT_EQ(wire::NumChunks(wire::kMinChunkValues), 1);
+  EXPECT_EQ(wire::NumChunks(wire::kMinChunkValues + 1), 2);
+  EXPECT_EQ(wire::NumChunks(300000), 19);
   EXPECT_TRUE(wire::TokensEqual("abc", "abc"));
   EXPECT_FALSE(wire::TokensEqual("abc", "abd"));
   EXPECT_FALSE(wire::TokensEqual("abc", "abcd"));

@@ -427,7 +427,7 @@ std::function<bool()> Within10s() {
 // chunks of a range of three chunks, sgd with momentum.
 class PipelinedRound : public ::testing::Test {
  protected:
-  static constexpr int64_t kN = 2 * data_plane::kChunkValues + 1000;
+  static constexpr int64_t kN = 2 * data_plane::kMinChunkValues + 1000;  // 3 chunks
 
   std::unique_ptr<PsShard> MakeShard(bool pipeline, const std::string& ckpt = "") {
     PsShardOptions o;
