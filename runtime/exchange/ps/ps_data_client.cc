@@ -91,7 +91,8 @@ absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
     return ErrorFromAnswer(answer->code, answer->message_bytes);
   }
   if (!ever_connected_) {
-    notice_ = absl::StrCat(name_, ": exchanging over the data plane at ", address);
+    notice_ = absl::StrCat(name_, ": exchanging over the data plane at ", address,
+                           pipelined_ ? " (pipelined sync steps)" : "");
   }
   ever_connected_ = true;
   return absl::OkStatus();
@@ -114,6 +115,7 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
   if (values.empty() || out.size() != values.size()) {
     return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
   }
+  pipelined_ = pipelined;
   if (!conn_.valid()) {
     if (absl::Status s = Connect(header.worker(), header.incarnation()); !s.ok()) return s;
   }

@@ -90,6 +90,7 @@ class PsDataClient {
   int port_ = 0;
   bool disabled_ = false;
   bool ever_connected_ = false;  // to this port
+  bool pipelined_ = false;       // the step being sent is pipelined (for the notice)
   std::string notice_;
   exchange::TcpConnection conn_;
   std::vector<uint16_t> half_;  // one piece of fp16 values, either way

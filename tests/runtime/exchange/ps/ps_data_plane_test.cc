@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -577,7 +578,10 @@ TEST(PsDataPlaneTest, PipelinedSyncStepsGiveWholeStepsBits) {
       {
         Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true, /*momentum=*/0.9f);
         ASSERT_TRUE(s.shard().pipelined());
-        piped = TrainTwoWorkers(s, &logs, dtype, n);
+        std::vector<std::string> piped_logs;
+        piped = TrainTwoWorkers(s, &piped_logs, dtype, n);
+        EXPECT_EQ(absl::StrContains(testing::PrintToString(piped_logs), "(pipelined sync steps)"),
+                  n > wire::ChunkValues(n));
         EXPECT_EQ(s.shard().Status().applied_pushes(), 5);
         // 5 steps of 2 workers, when the range has more than one chunk.
         EXPECT_EQ(s.data().pipelined_steps(), n > wire::ChunkValues(n) ? 10 : 0);
