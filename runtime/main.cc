@@ -114,7 +114,8 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"tcp", "grpc"}));
   cmd->add_flag("--ps-pipeline", o.ps_pipeline,
-                "Parameter servers, sync mode: apply each 64Ki-value chunk of a step as soon as "
+                "Parameter servers, sync mode: apply each chunk of a step (about 1/32 of a shard's "
+                "range, 16Ki-256Ki values) as soon as "
                 "every worker's gradient for it has arrived, and stream the new parameters back "
                 "while the pushes are still arriving (data plane only; pays where the network, not "
                 "the CPU, bounds the exchange)");

@@ -83,10 +83,11 @@ std::vector<float> FinalParams(const std::string& dir, int shards) {
   return all;
 }
 
-// Two shards, and the gRPC plane instead of the data plane, each give the
-// parameters one shard on the data plane gives, bit for bit.
+// Two shards, the gRPC plane instead of the data plane, and pipelined sync
+// steps each give the parameters one shard on the data plane gives, bit
+// for bit.
 TEST_F(PsTraining, TwoShardsAndEitherPlaneGiveTheSameParametersBitForBit) {
-  TempDir one, two, over_grpc;
+  TempDir one, two, over_grpc, piped;
   const std::vector<std::string> args = {
       "--train-limit", "4000", "--epochs", "1",     "--batch-size", "50", "--threads",   "1",
       "--optimizer",   "adam", "--lr",     "0.001", "--seed",       "7",  "--log-every", "0"};
@@ -110,13 +111,24 @@ TEST_F(PsTraining, TwoShardsAndEitherPlaneGiveTheSameParametersBitForBit) {
     EXPECT_THAT(job.Output("worker", 0),
                 ::testing::Not(::testing::HasSubstr("exchanging over the data plane")));
   }
+  {
+    // Pipelined sync steps (Adam's state applied chunk by chunk) on two shards.
+    LocalReplicas job(KUBETRAIN_BIN, 2, 2);
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--checkpoint-dir", piped.path(), "--ps-pipeline"});
+    RunJob(job, a);
+    EXPECT_THAT(job.Output("worker", 0), ::testing::HasSubstr("(pipelined sync steps)"));
+    EXPECT_THAT(job.Output("ps", 0), ::testing::HasSubstr("pipelined sync steps: on"));
+  }
   std::vector<float> p1 = FinalParams(one.path(), 1), p2 = FinalParams(two.path(), 2),
-                     pg = FinalParams(over_grpc.path(), 1);
+                     pg = FinalParams(over_grpc.path(), 1), pp = FinalParams(piped.path(), 2);
   ASSERT_EQ(p1.size(), 235146u);
   ASSERT_EQ(p1.size(), p2.size());
   ASSERT_EQ(p1.size(), pg.size());
+  ASSERT_EQ(p1.size(), pp.size());
   EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(p1.data(), pg.data(), p1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(p1.data(), pp.data(), p1.size() * sizeof(float)));
 }
 
 TEST_F(PsTraining, APodOfTwoReplicasPushesOncePerStepAndMatchesOneReplica) {

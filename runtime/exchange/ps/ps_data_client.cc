@@ -310,7 +310,19 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
     if (half) exchange::HalvesToFloats(half_.data(), n, out.data() + off);
     ++next;
   }
-  if (!received.ok()) {
+  // An answer other than OK can come while the push is still going (the
+  // shard refused it, or stopped reading it): read its message, then end
+  // the connection, so the sender does not wait on a window nobody drains.
+  absl::StatusOr<wire::Answer> answer =
+      received.ok() ? wire::DecodeAnswer(answer_bytes) : absl::StatusOr<wire::Answer>(received);
+  std::string message;
+  if (answer.ok() && answer->code != absl::StatusCode::kOk) {
+    message.assign(answer->message_bytes, '\0');
+    if (!conn_.RecvAll(message.data(), message.size(), Within(5)).ok()) {
+      message = "(the message was lost)";
+    }
+  }
+  if (!answer.ok() || answer->code != absl::StatusCode::kOk) {
     receive_failed = true;
     conn_.Shutdown();  // wakes the sender
   }
@@ -321,14 +333,14 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
                ? received
                : absl::UnavailableError(absl::StrCat(name_, ": data plane: ", received.message()));
   }
-  absl::StatusOr<wire::Answer> answer = wire::DecodeAnswer(answer_bytes);
   if (!answer.ok()) {
     Close();
     return absl::DataLossError(absl::StrCat(name_, ": ", answer.status().message()));
   }
   *pushed = answer->pushed;
   if (answer->code != absl::StatusCode::kOk) {
-    return ErrorFromAnswer(answer->code, answer->message_bytes);
+    Close();
+    return absl::Status(answer->code, message);
   }
   if (!sent.ok()) {
     Close();

@@ -134,6 +134,9 @@ void PsDataServer::AcceptLoop() {
     connections_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] {
       Serve(*raw);
+      // Ended: a worker still sending a push the shard refused before
+      // reading it all sees the connection end instead of a full window.
+      raw->conn.Shutdown();
       raw->done = true;
     });
   }
@@ -449,14 +452,24 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   // The pull side: from now on only the sender writes to the connection,
   // until it is joined.
   std::atomic<bool> stop{false};
+  // The stream ended with the shard's word (it aborted: a lost peer, say),
+  // not a broken connection: the receive stops and the worker is told it.
+  std::atomic<bool> shard_ended{false};
   absl::Status streamed;
   RoundRead last;
   std::thread sender([&] {
-    streamed = StreamRound(conn, worker, head, stop, &last);
-    // A failed send ends the push's receive too (a cancelled stream was
-    // stopped by the receive, which answers).
-    if (!streamed.ok() && !stop) conn.Shutdown();
+    bool broken = false;
+    streamed = StreamRound(conn, worker, head, stop, &last, &broken);
+    if (broken) {
+      conn.Shutdown();  // a failed send ends the push's receive too
+    } else if (!streamed.ok() && !stop) {
+      shard_ended = true;
+    }
   });
+  const auto receive_check = [&] {
+    if (stopping_) return absl::CancelledError("parameter server is shutting down");
+    return shard_ended ? absl::AbortedError("the step ended") : absl::OkStatus();
+  };
   // The push: chunk by chunk, each checked (checksum, NaN/Inf) before the
   // shard counts it. A duplicate's or a stale push's values are dropped.
   const size_t total = static_cast<size_t>(head.length);
@@ -468,15 +481,17 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   bool taking = !duplicate;
   bool pushed = duplicate;
   absl::Status failure;
+  bool connection_broke = false;  // no answer can reach the worker
   int64_t index = 0;
   for (size_t off = 0; off < total; off += chunk, ++index) {
     const size_t n = std::min(chunk, total - off);
     float* dst = taking ? staging->data() + off : scratch.floats.data();
     void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
     wire::TrailerBytes trailer;
-    failure = conn.RecvAll(wire_dst, n * bpv, check);
-    if (failure.ok()) failure = conn.RecvAll(trailer.data(), trailer.size(), check);
+    failure = conn.RecvAll(wire_dst, n * bpv, receive_check);
+    if (failure.ok()) failure = conn.RecvAll(trailer.data(), trailer.size(), receive_check);
     if (!failure.ok()) {
+      connection_broke = !shard_ended;
       failure = absl::UnavailableError(absl::StrCat("push of worker ", worker, " step ", head.step,
                                                     " broke off at chunk ", index, ": ",
                                                     failure.message()));
@@ -493,9 +508,22 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
       shard_.CountRejected(metrics::RejectReason::kBadChunk, std::string(failure.message()));
       break;
     }
-    if (!taking) continue;
+    if (duplicate) continue;  // committed before: as on the plain path, not looked at
     if (half) exchange::HalvesToFloats(scratch.half.data(), n, dst);
-    absl::StatusOr<bool> took = shard_.PushChunk(worker, head.step, index, CountNonFinite(dst, n));
+    const int64_t nonfinite = CountNonFinite(dst, n);
+    if (!taking) {
+      // A stale push is dropped, but one with NaN/Inf is refused, as the
+      // plain path refuses it before judging its step.
+      if (nonfinite > 0) {
+        failure = absl::InvalidArgumentError(
+            absl::StrCat("gradient from worker ", worker, " for step ", head.step, " has ",
+                         nonfinite, " NaN/Inf values in chunk ", index, "; rejected"));
+        shard_.CountRejected(metrics::RejectReason::kNonFinite, std::string(failure.message()));
+        break;
+      }
+      continue;
+    }
+    absl::StatusOr<bool> took = shard_.PushChunk(worker, head.step, index, nonfinite);
     if (!took.ok()) {
       failure = took.status();
       break;
@@ -512,16 +540,18 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   }
   sender.join();
   if (!duplicate) shard_.EndStaging(worker);
-  if (!failure.ok()) {
-    // The worker is told why, unless the connection itself broke.
-    if (!absl::IsUnavailable(failure)) SendEnd(conn, answer, failure, check).IgnoreError();
-    return false;
-  }
-  if (!streamed.ok()) {
-    answer.pushed = pushed;
+  if (shard_ended) {
+    // The shard's reason (Abort's: a lost peer), as the plain path answers.
+    answer.pushed = false;
     SendEnd(conn, answer, streamed, check).IgnoreError();
     return false;
   }
+  if (!failure.ok()) {
+    // The worker is told why, unless the connection itself broke.
+    if (!connection_broke) SendEnd(conn, answer, failure, check).IgnoreError();
+    return false;
+  }
+  if (!streamed.ok()) return false;  // the stream's connection broke
   answer.pushed = pushed;
   answer.finished = last.finished;
   answer.global_step = last.global_step;
@@ -537,7 +567,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
 
 absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
                                        const wire::StepHeader& head, const std::atomic<bool>& stop,
-                                       RoundRead* last) {
+                                       RoundRead* last, bool* broken) {
   // A frame once begun is sent whole (the worker reads all the while), so
   // the receive's end frame never lands inside one; a failed push stops
   // the stream between frames (WaitRound's cancellation).
@@ -559,7 +589,10 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
       wire::Frame f;
       f.kind = wire::Frame::Kind::kRestart;
       const wire::FrameBytes b = wire::EncodeFrame(f);
-      if (absl::Status s = conn.SendAll(b.data(), b.size(), check); !s.ok()) return s;
+      if (absl::Status s = conn.SendAll(b.data(), b.size(), check); !s.ok()) {
+        *broken = true;
+        return s;
+      }
       attempt = 0;
       sent = 0;
       continue;
@@ -580,10 +613,12 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
       f.values = static_cast<uint32_t>(n);
       const wire::FrameBytes fb = wire::EncodeFrame(f);
       const wire::TrailerBytes tb = wire::EncodeTrailer(Crc32c(bytes, n * bpv));
-      if (absl::Status s = conn.SendAll(fb.data(), fb.size(), bytes, n * bpv, check); !s.ok()) {
+      absl::Status s = conn.SendAll(fb.data(), fb.size(), bytes, n * bpv, check);
+      if (s.ok()) s = conn.SendAll(tb.data(), tb.size(), check);
+      if (!s.ok()) {
+        *broken = true;
         return s;
       }
-      if (absl::Status s = conn.SendAll(tb.data(), tb.size(), check); !s.ok()) return s;
     }
     if (r->committed && sent == chunks) {
       *last = *std::move(r);

@@ -103,10 +103,11 @@ class PsDataServer {
                      Scratch& scratch);
   // Sends the round's chunks as the shard applies them, until it commits
   // and every chunk is sent; `stop` says the push failed. `last` gets the
-  // committed round.
+  // committed round; `broken` is set when a send failed (the connection is
+  // unusable), as opposed to the shard's error or a stop.
   absl::Status StreamRound(exchange::TcpConnection& conn, int worker,
                            const data_plane::StepHeader& head, const std::atomic<bool>& stop,
-                           RoundRead* last);
+                           RoundRead* last, bool* broken);
   // Sends `p`'s parameters and their CRC-32C trailer after `answer`. The
   // checksum of a version is computed once, piece by piece while each piece
   // is in cache for the kernel's copy; a sender that finds it known for

@@ -346,6 +346,20 @@ absl::StatusOr<bool> PsShard::PushChunk(int worker, int64_t step, int64_t chunk,
                                                    " of ", num_chunks_, ")"));
   }
   TouchLocked(worker);
+  // NaN/Inf first, as CommitPush: a bad gradient is refused whatever its step.
+  if (nonfinite > 0) {
+    ++rejected_;
+    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kNonFinite);
+    const std::string msg =
+        absl::StrCat("gradient from ", w.name, " for step ", step, " has ", nonfinite,
+                     " NaN/Inf values in chunk ", chunk, "; rejected, parameters untouched");
+    log_(msg);
+    if (w.ready > 0) {  // its earlier chunks no longer count
+      w.ready = 0;
+      if (round_.applied > 0) RollBackRoundLocked();
+    }
+    return absl::InvalidArgumentError(msg);
+  }
   if (chunk == 0) {
     const PushVerdict verdict = rule_->JudgePush(step, w.clock, global_step_);
     if (verdict.kind == PushVerdict::kFuture) {
@@ -363,17 +377,6 @@ absl::StatusOr<bool> PsShard::PushChunk(int worker, int64_t step, int64_t chunk,
   } else if (step != global_step_) {
     return absl::InternalError(absl::StrCat(
         w.name, "'s push for step ", step, " outlived its round (global step ", global_step_, ")"));
-  }
-  if (nonfinite > 0) {
-    ++rejected_;
-    if (metrics_ != nullptr) metrics_->AddRejectedPush(metrics::RejectReason::kNonFinite);
-    const std::string msg =
-        absl::StrCat("gradient from ", w.name, " for step ", step, " has ", nonfinite,
-                     " NaN/Inf values in chunk ", chunk, "; rejected, parameters untouched");
-    log_(msg);
-    w.ready = 0;
-    if (round_.applied > 0) RollBackRoundLocked();
-    return absl::InvalidArgumentError(msg);
   }
   ++w.ready;
   if (w.ready == num_chunks_) {
@@ -402,7 +405,9 @@ void PsShard::AdvanceRoundLocked() {
   int64_t ready = num_chunks_;
   std::vector<const float*> slots;  // in worker order: the sum never depends on arrival
   for (const Worker& w : workers_) {
-    if (w.done) continue;
+    // A finished worker no longer holds the round back, but a gradient it
+    // delivered whole before finishing counts, as on the plain path.
+    if (w.done && !w.accepted) continue;
     ready = std::min(ready, w.ready);
     slots.push_back(w.slot.data());
   }
@@ -516,7 +521,7 @@ absl::StatusOr<RoundRead> PsShard::WaitRound(int worker, int64_t step, uint64_t 
       r.kind = RoundRead::Kind::kRestart;
       break;
     }
-    if (round_.applied > sent) {
+    if (round_.applied > sent && step == global_step_) {
       r.pin = round_.next;
       r.values = round_.next->span();
       r.ready = round_.applied;
@@ -620,6 +625,12 @@ bool PsShard::Done(int worker) {
     ++done_count_;
     log_(absl::StrCat(workers_[worker].name, " finished (", done_count_, "/", opt_.num_workers,
                       ")"));
+    Worker& w = workers_[worker];
+    if (!w.accepted && w.ready > 0) {
+      // Finished in the middle of a push: its chunks no longer count.
+      w.ready = 0;
+      if (round_.applied > 0) RollBackRoundLocked();
+    }
     AdvanceRoundLocked();  // the round no longer waits for it
   }
   cv_.notify_all();

@@ -76,6 +76,11 @@ class Shard {
     if (data_ != nullptr) data_->Stop();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
+  // Stops both servers, as the PS process does when it exits.
+  void StopServing() {
+    if (data_ != nullptr) data_->Stop();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string data_address() const { return "127.0.0.1:" + std::to_string(data_->port()); }
   PsShard& shard() { return *shard_; }
@@ -648,6 +653,8 @@ struct RawPipelinedStep {
       }
       EXPECT_TRUE(w.SendFloats(chunk).ok());
       EXPECT_TRUE(w.SendTrailer(crc).ok());
+      // The shard refuses the push at the bad chunk and ends the connection.
+      if (c == at && how != Break::kNone) break;
     }
     reader.join();
   }
@@ -809,6 +816,62 @@ INSTANTIATE_TEST_SUITE_P(Breaks, PipelinedBreak,
                          ::testing::Values(RawPipelinedStep::Break::kNonFinite,
                                            RawPipelinedStep::Break::kCorrupt,
                                            RawPipelinedStep::Break::kHangUp));
+
+// A pipelined push the shard refuses at its first chunk, while the rest of
+// it (32 MB) is far more than the sockets buffer: the worker reads the
+// answer and stops sending at once, instead of waiting on a window the
+// shard no longer drains.
+TEST(PsDataPlaneTest, APipelinedPushRefusedAtItsFirstChunkEndsAtOnce) {
+  constexpr int64_t n = int64_t{8} << 20;
+  Shard s("sync", "t", /*tcp=*/true, -1, true, /*num_workers=*/1, /*pipeline=*/true);
+  RealClock clock;
+  PsExchange w(Options(s, 0, "sync", "t"), clock, [](const std::string&) {});
+  std::vector<float> p(n, 0.5f), g(n, 0.01f);
+  ASSERT_TRUE(w.Start(p).ok());
+  // Step 5 when the shard is at 0: from the future.
+  std::future<absl::StatusOr<int64_t>> step =
+      std::async(std::launch::async, [&] { return w.Step(5, g, p); });
+  if (step.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the refused push did not end";
+    s.shard().Abort(absl::UnavailableError("test over"));
+    s.data().Stop();  // frees the stuck sender, so the test ends
+  }
+  absl::StatusOr<int64_t> r = step.get();
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("from the future"));
+}
+
+// A worker streaming a pipelined round when the shard aborts (a peer
+// declared lost) is told the shard's reason, as on the plain path, instead
+// of a broken connection it would retry until its peer timeout.
+TEST(PsDataPlaneTest, APipelinedRoundTellsItsWorkersWhyTheShardAborted) {
+  Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true);
+  RealClock clock;
+  PsExchange w0(Options(s, 0, "sync", "t"), clock, [](const std::string&) {});
+  std::vector<float> p(kParams, 1.0f), g(kParams, 0.1f);
+  ASSERT_EQ(*w0.Start(p), 0);
+  PsShardClient c1("ps-0", s.address(), "t");
+  v1::RegisterRequest reg;
+  reg.set_worker(1);
+  reg.set_num_params(kParams);
+  ASSERT_TRUE(c1.Register(reg, std::chrono::seconds(5)).ok());
+  std::future<absl::StatusOr<int64_t>> step =
+      std::async(std::launch::async, [&] { return w0.Step(0, g, p); });
+  RawPipelinedStep w1;
+  w1.Run(s.data_address(), 0, g, RawPipelinedStep::Break::kHangUp, /*at=*/3, [&] {
+    // Chunks of both workers applied and streaming: now the shard aborts.
+    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, Within10s());
+    ASSERT_TRUE(r.ok()) << r.status();
+    s.shard().Abort(absl::AbortedError("worker-1 was lost"));
+  });
+  // The PS then exits: a worker that was not told why would retry a dead
+  // address until its peer timeout and report only that.
+  s.StopServing();
+  ASSERT_EQ(step.wait_for(std::chrono::seconds(15)), std::future_status::ready);
+  absl::StatusOr<int64_t> r = step.get();
+  EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("worker-1 was lost"));
+}
 
 TEST(PsDataPlaneTest, StopFreesAWorkerWaitingAtTheSyncBarrier) {
   Shard s("sync", "t", /*tcp=*/true);

@@ -546,6 +546,69 @@ TEST_F(PipelinedRound, OutOfOrderChunksAndFuturePushesAreRefused) {
 
 // A worker that finishes while the others' chunks wait for it releases
 // the round: it no longer counts among the contributors.
+// A worker that delivered its whole gradient and then finished still
+// counts in that step, as on the plain path: the step averages both.
+TEST_F(PipelinedRound, AGradientDeliveredBeforeFinishingStillCounts) {
+  std::unique_ptr<PsShard> piped = MakeShard(true);
+  std::unique_ptr<PsShard> plain = MakeShard(false);
+  const int64_t chunks = data_plane::NumChunks(kN);
+  for (PsShard* s : {piped.get(), plain.get()}) {
+    for (int w = 0; w < 2; ++w) {
+      std::span<float> g = *s->BeginStaging(w, 0, false);
+      for (int64_t i = 0; i < kN; ++i) g[i] = Grad(w, 0, i);
+      s->EndStaging(w);
+    }
+  }
+  // Worker 1 delivers all, then finishes; worker 0 delivers afterwards.
+  ASSERT_TRUE(piped->BeginStaging(1, 0, false).ok());
+  for (int64_t c = 0; c < chunks; ++c) ASSERT_TRUE(*piped->PushChunk(1, 0, c, 0));
+  piped->EndStaging(1);
+  piped->Done(1);
+  ASSERT_TRUE(piped->BeginStaging(0, 0, false).ok());
+  for (int64_t c = 0; c < chunks; ++c) ASSERT_TRUE(*piped->PushChunk(0, 0, c, 0));
+  piped->EndStaging(0);
+  for (int w : {1, 0}) {
+    ASSERT_TRUE(plain->BeginStaging(w, 0, false).ok());
+    ASSERT_TRUE(plain->CommitPush(w, 0).ok());
+    plain->EndStaging(w);
+    if (w == 1) plain->Done(1);
+  }
+  EXPECT_EQ(piped->global_step(), 1);
+  EXPECT_EQ(plain->global_step(), 1);
+  EXPECT_EQ(Params(*piped), Params(*plain));
+}
+
+// A worker that finishes in the middle of its push no longer counts: the
+// chunks it gave are taken back and the step is the other worker's alone.
+TEST_F(PipelinedRound, AWorkerThatFinishesMidPushIsTakenBack) {
+  std::unique_ptr<PsShard> piped = MakeShard(true);
+  std::unique_ptr<PsShard> alone = MakeShard(false);
+  for (int w = 0; w < 2; ++w) {
+    std::span<float> g = *piped->BeginStaging(w, 0, false);
+    for (int64_t i = 0; i < kN; ++i) g[i] = Grad(w, 0, i);
+    piped->EndStaging(w);
+  }
+  ASSERT_TRUE(piped->BeginStaging(0, 0, false).ok());
+  ASSERT_TRUE(piped->BeginStaging(1, 0, false).ok());
+  for (int w = 0; w < 2; ++w) ASSERT_TRUE(*piped->PushChunk(w, 0, 0, 0));
+  absl::StatusOr<RoundRead> mid = piped->WaitRound(0, 0, 0, 0, Within10s());
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->ready, 1);
+  piped->Done(1);  // chunk 0 of worker 1 no longer counts
+  for (int64_t c = 1; c < data_plane::NumChunks(kN); ++c) {
+    ASSERT_TRUE(*piped->PushChunk(0, 0, c, 0));
+  }
+  piped->EndStaging(0);
+  piped->EndStaging(1);
+  alone->Done(1);
+  std::span<float> g = *alone->BeginStaging(0, 0, false);
+  for (int64_t i = 0; i < kN; ++i) g[i] = Grad(0, 0, i);
+  ASSERT_TRUE(alone->CommitPush(0, 0).ok());
+  alone->EndStaging(0);
+  EXPECT_EQ(piped->global_step(), 1);
+  EXPECT_EQ(Params(*piped), Params(*alone));
+}
+
 TEST_F(PipelinedRound, AWorkerThatFinishesNoLongerHoldsTheRound) {
   std::unique_ptr<PsShard> s = MakeShard(true);
   ASSERT_TRUE(s->BeginStaging(0, 0, false).ok());
