@@ -9,16 +9,20 @@
 # sync job in turn, --runs times, interleaved; the script prints every run's
 # final line and each binary's median training time against the first's.
 #
-# usage: scripts/ps-shaped-link.sh [--rate 200mbit] [--shards 2] [--workers 1]
-#            [--samples 12800] [--runs 2] BINARY [BINARY...] [-- TRAIN ARGS...]
+# usage: scripts/ps-shaped-link.sh [--rate 200mbit] [--burst 256kb] [--shards 2]
+#            [--workers 1] [--samples 12800] [--runs 2] BINARY [BINARY...] [-- TRAIN ARGS...]
+# --burst is tbf's bucket: bytes a direction idle long enough may send at
+# once. A real NIC banks nothing; a bucket near a step's bytes lets each
+# direction refill while the other is busy, as if the two overlapped.
 # Needs root (ip netns, tc) and sch_tbf; leaves nothing behind on exit.
 set -euo pipefail
 
-rate=200mbit shards=2 workers=1 samples=12800 runs=2
+rate=200mbit burst=256kb shards=2 workers=1 samples=12800 runs=2
 bins=() extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
     --shards) shards=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
@@ -28,7 +32,7 @@ while [ $# -gt 0 ]; do
     *) bins+=("$1"); shift ;;
   esac
 done
-[ ${#bins[@]} -ge 1 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ ${#bins[@]} -ge 1 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "ps-shaped-link: needs root for ip netns and tc" >&2; exit 2; }
 
 ns_ps=ktshape-ps ns_w=ktshape-w
@@ -53,8 +57,8 @@ ip -n $ns_w addr add 10.77.0.2/24 dev ktshape1
 for ns in $ns_ps $ns_w; do ip -n $ns link set lo up; done
 ip -n $ns_ps link set ktshape0 up
 ip -n $ns_w link set ktshape1 up
-ip netns exec $ns_ps tc qdisc add dev ktshape0 root tbf rate "$rate" burst 256kb latency 50ms
-ip netns exec $ns_w tc qdisc add dev ktshape1 root tbf rate "$rate" burst 256kb latency 50ms
+ip netns exec $ns_ps tc qdisc add dev ktshape0 root tbf rate "$rate" burst "$burst" latency 50ms
+ip netns exec $ns_w tc qdisc add dev ktshape1 root tbf rate "$rate" burst "$burst" latency 50ms
 
 ps_hosts="" worker_hosts=""
 for i in $(seq 0 $((shards - 1))); do ps_hosts+="\"10.77.0.1:$((2300 + i))\","; done
@@ -96,7 +100,7 @@ run_job() {
   sed -E 's/.* time=([0-9.]+)s.*/\1/' <<<"$line"
 }
 
-echo "ps-shaped-link: $shards shard(s), $workers worker(s), $rate each way, $samples samples, sync"
+echo "ps-shaped-link: $shards shard(s), $workers worker(s), $rate each way (burst $burst), $samples samples, sync"
 declare -A times
 for r in $(seq 1 "$runs"); do
   echo "run $r" >&2
