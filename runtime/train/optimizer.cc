@@ -63,10 +63,7 @@ class Sgd final : public Optimizer {
   void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
     KT_CHECK_EQ(grads.size(), size_);
-    const kernels::SgdParams p{.lr = lr,
-                               .weight_decay = o_.weight_decay,
-                               .momentum = o_.momentum,
-                               .nesterov = o_.nesterov};
+    const kernels::SgdParams p = Coefficients(lr);
     if (device_ != nullptr) {
       device_->SgdUpdate(p, params.data(), grads.data(), velocity_.data(),
                          static_cast<int64_t>(size_));
@@ -79,25 +76,14 @@ class Sgd final : public Optimizer {
 
   void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
-    KT_CHECK(device_ == nullptr);
-    const kernels::SgdParams p{.lr = lr,
-                               .weight_decay = o_.weight_decay,
-                               .momentum = o_.momentum,
-                               .nesterov = o_.nesterov};
-    float* v = velocity_.data();
-    ForEachBlock(size_, fill, [&](size_t b, int64_t n, const float* g) {
-      kernels::SgdUpdate(p, 0, n, params.data() + b, g, v == nullptr ? nullptr : v + b);
-    });
+    ApplyPart(params, 0, fill, lr);
     ++steps_;
   }
 
   void ApplyPart(std::span<float> params, size_t offset, GradientBlocks fill, float lr) override {
     KT_CHECK_GE(size_, offset + params.size());
     KT_CHECK(device_ == nullptr);
-    const kernels::SgdParams p{.lr = lr,
-                               .weight_decay = o_.weight_decay,
-                               .momentum = o_.momentum,
-                               .nesterov = o_.nesterov};
+    const kernels::SgdParams p = Coefficients(lr);
     float* v = velocity_.data();
     ForEachBlock(params.size(), fill, [&](size_t b, int64_t n, const float* g) {
       kernels::SgdUpdate(p, 0, n, params.data() + b, g, v == nullptr ? nullptr : v + offset + b);
@@ -113,6 +99,13 @@ class Sgd final : public Optimizer {
   size_t size() const override { return size_; }
 
  private:
+  kernels::SgdParams Coefficients(float lr) const {
+    return {.lr = lr,
+            .weight_decay = o_.weight_decay,
+            .momentum = o_.momentum,
+            .nesterov = o_.nesterov};
+  }
+
   OptimizerOptions o_;
   size_t size_;
   ComputeDevice* device_;
@@ -145,11 +138,8 @@ class Adam final : public Optimizer {
 
   void ApplyBlocks(std::span<float> params, GradientBlocks fill, float lr) override {
     KT_CHECK_EQ(params.size(), size_);
-    KT_CHECK(device_ == nullptr);
-    const kernels::AdamParams p = NextStep(lr);
-    ForEachBlock(size_, fill, [&](size_t b, int64_t n, const float* g) {
-      kernels::AdamUpdate(p, 0, n, params.data() + b, g, m_.data() + b, v_.data() + b);
-    });
+    ApplyPart(params, 0, fill, lr);  // with step steps_ + 1's coefficients, as NextStep
+    ++steps_;
   }
 
   void ApplyPart(std::span<float> params, size_t offset, GradientBlocks fill, float lr) override {

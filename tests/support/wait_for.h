@@ -21,6 +21,14 @@ inline bool WaitFor(const std::function<bool()>& condition,
   return condition();
 }
 
+// A cancellation callback (as PsShard's waits take) that says "give up"
+// once `timeout` has passed, so a wait that never ends fails the test
+// instead of hanging it.
+inline std::function<bool()> GiveUpAfter(absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  return [deadline] { return absl::Now() > deadline; };
+}
+
 }  // namespace kubetrain::testing_util
 
 #endif  // KUBETRAIN_TESTS_SUPPORT_WAIT_FOR_H_

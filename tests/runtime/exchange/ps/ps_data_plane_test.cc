@@ -30,6 +30,7 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/tcp_link.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -599,12 +600,6 @@ TEST(PsDataPlaneTest, PipelinedSyncStepsGiveWholeStepsBits) {
   EXPECT_FALSE(async.shard().pipelined());
 }
 
-// A WaitRound cancellation: gives up after 10 s, so a test never hangs.
-std::function<bool()> Within10s() {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  return [end] { return std::chrono::steady_clock::now() > end; };
-}
-
 // A pipelined push sent by hand, chunk by chunk, while a second thread
 // reads the shard's frames: the way a push can break off mid-step.
 struct RawPipelinedStep {
@@ -763,7 +758,7 @@ TEST_P(PipelinedBreak, RollsTheRoundBackAndTheRetryGivesPlainSteps) {
   RawPipelinedStep broken;
   broken.Run(s.data_address(), 0, other, how, /*at=*/3, [&] {
     // Chunks 0-2 of both workers are in: wait until the shard applied some.
-    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, Within10s());
+    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, testing_util::GiveUpAfter());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_FALSE(r->committed);
     EXPECT_GE(r->ready, 1);
@@ -860,7 +855,7 @@ TEST(PsDataPlaneTest, APipelinedRoundTellsItsWorkersWhyTheShardAborted) {
   RawPipelinedStep w1;
   w1.Run(s.data_address(), 0, g, RawPipelinedStep::Break::kHangUp, /*at=*/3, [&] {
     // Chunks of both workers applied and streaming: now the shard aborts.
-    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, Within10s());
+    absl::StatusOr<RoundRead> r = s.shard().WaitRound(1, 0, 0, 0, testing_util::GiveUpAfter());
     ASSERT_TRUE(r.ok()) << r.status();
     s.shard().Abort(absl::AbortedError("worker-1 was lost"));
   });

@@ -17,6 +17,7 @@
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "tests/support/temp_files.h"
+#include "tests/support/wait_for.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -417,12 +418,6 @@ TEST(PsShard, ObserversLongPollForProgressOrTheEnd) {
   EXPECT_TRUE(later->finished);
 }
 
-// A WaitRound cancellation: gives up after 10 s, so a test never hangs.
-std::function<bool()> Within10s() {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  return [end] { return std::chrono::steady_clock::now() > end; };
-}
-
 // Pipelined rounds (--ps-pipeline) straight on the shard: two workers'
 // chunks of a range of three chunks, sgd with momentum.
 class PipelinedRound : public ::testing::Test {
@@ -491,7 +486,7 @@ TEST_F(PipelinedRound, ACheckpointMidRoundHoldsTheStepBeforeItAndTheRoundGoesOn)
       ASSERT_TRUE(piped->BeginStaging(w, step, false).ok());
       for (int64_t c = 0; c < 2; ++c) ASSERT_TRUE(*piped->PushChunk(w, step, c, 0));
     }
-    absl::StatusOr<RoundRead> mid = piped->WaitRound(0, step, 0, 0, Within10s());
+    absl::StatusOr<RoundRead> mid = piped->WaitRound(0, step, 0, 0, testing_util::GiveUpAfter());
     ASSERT_TRUE(mid.ok());
     EXPECT_EQ(mid->ready, 2);
     EXPECT_FALSE(mid->committed);
@@ -504,14 +499,15 @@ TEST_F(PipelinedRound, ACheckpointMidRoundHoldsTheStepBeforeItAndTheRoundGoesOn)
     EXPECT_EQ(ckpt->params, after_step0);
     // The round was applied again after the checkpoint: a sender that had
     // sent chunks of it starts again, one that had not goes on.
-    absl::StatusOr<RoundRead> again = piped->WaitRound(0, step, mid->attempt, 2, Within10s());
+    absl::StatusOr<RoundRead> again =
+        piped->WaitRound(0, step, mid->attempt, 2, testing_util::GiveUpAfter());
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->kind, RoundRead::Kind::kRestart);
     for (int w = 0; w < 2; ++w) {
       ASSERT_TRUE(*piped->PushChunk(w, step, 2, 0));
       piped->EndStaging(w);
     }
-    absl::StatusOr<RoundRead> done = piped->WaitRound(0, step, 0, 0, Within10s());
+    absl::StatusOr<RoundRead> done = piped->WaitRound(0, step, 0, 0, testing_util::GiveUpAfter());
     ASSERT_TRUE(done.ok());
     EXPECT_TRUE(done->committed);
     EXPECT_EQ(done->global_step, 2);
@@ -591,7 +587,7 @@ TEST_F(PipelinedRound, AWorkerThatFinishesMidPushIsTakenBack) {
   ASSERT_TRUE(piped->BeginStaging(0, 0, false).ok());
   ASSERT_TRUE(piped->BeginStaging(1, 0, false).ok());
   for (int w = 0; w < 2; ++w) ASSERT_TRUE(*piped->PushChunk(w, 0, 0, 0));
-  absl::StatusOr<RoundRead> mid = piped->WaitRound(0, 0, 0, 0, Within10s());
+  absl::StatusOr<RoundRead> mid = piped->WaitRound(0, 0, 0, 0, testing_util::GiveUpAfter());
   ASSERT_TRUE(mid.ok());
   EXPECT_EQ(mid->ready, 1);
   piped->Done(1);  // chunk 0 of worker 1 no longer counts
