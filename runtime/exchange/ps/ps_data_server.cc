@@ -409,9 +409,14 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
 namespace {
 
 // Ends a pipelined step's stream: the end frame, then the answer (and its
-// message when it is an error).
-absl::Status SendEnd(TcpConnection& conn, wire::Answer a, const absl::Status& status,
-                     const exchange::IoCheck& check) {
+// message when it is an error). Sent even while the server stops (a worker
+// must learn an abort's reason), but given up on a peer not reading for 2 s.
+absl::Status SendEnd(TcpConnection& conn, wire::Answer a, const absl::Status& status) {
+  const auto check = [deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2)] {
+    return std::chrono::steady_clock::now() > deadline
+               ? absl::DeadlineExceededError("peer not reading")
+               : absl::OkStatus();
+  };
   std::string message;
   if (!status.ok()) {
     message = std::string(status.message().substr(0, wire::kMaxMessageBytes));
@@ -433,12 +438,8 @@ absl::Status SendEnd(TcpConnection& conn, wire::Answer a, const absl::Status& st
 
 bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
                                  Scratch& scratch) {
-  const uint64_t incarnation = shard_.options().incarnation;
-  const auto check = [this] {
-    return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
-  };
   wire::Answer answer;
-  answer.incarnation = incarnation;
+  answer.incarnation = shard_.options().incarnation;
   absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head.step, false);
   const bool duplicate = absl::IsAlreadyExists(staging.status());
   if (!staging.ok() && !duplicate) {
@@ -446,7 +447,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
       shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
                            std::string(staging.status().message()));
     }
-    SendEnd(conn, answer, staging.status(), check).IgnoreError();
+    SendEnd(conn, answer, staging.status()).IgnoreError();
     return false;
   }
   // The pull side: from now on only the sender writes to the connection,
@@ -456,9 +457,9 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   // not a broken connection: the receive stops and the worker is told it.
   std::atomic<bool> shard_ended{false};
   absl::Status streamed;
+  bool broken = false;  // a send failed: nothing more can reach the worker
   RoundRead last;
   std::thread sender([&] {
-    bool broken = false;
     streamed = StreamRound(conn, worker, head, stop, &last, &broken);
     if (broken) {
       conn.Shutdown();  // a failed send ends the push's receive too
@@ -491,10 +492,12 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
     failure = conn.RecvAll(wire_dst, n * bpv, receive_check);
     if (failure.ok()) failure = conn.RecvAll(trailer.data(), trailer.size(), receive_check);
     if (!failure.ok()) {
-      connection_broke = !shard_ended;
-      failure = absl::UnavailableError(absl::StrCat("push of worker ", worker, " step ", head.step,
-                                                    " broke off at chunk ", index, ": ",
-                                                    failure.message()));
+      // Our own check (the server stopping, the stream ended) leaves the
+      // connection fit to carry the answer; anything else broke it.
+      connection_broke = !absl::IsCancelled(failure) && !absl::IsAborted(failure);
+      failure = absl::Status(connection_broke ? absl::StatusCode::kUnavailable : failure.code(),
+                             absl::StrCat("push of worker ", worker, " step ", head.step,
+                                          " broke off at chunk ", index, ": ", failure.message()));
       break;
     }
     const uint32_t crc = Crc32c(wire_dst, n * bpv);
@@ -540,24 +543,26 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   }
   sender.join();
   if (!duplicate) shard_.EndStaging(worker);
-  if (shard_ended) {
-    // The shard's reason (Abort's: a lost peer), as the plain path answers.
-    answer.pushed = false;
-    SendEnd(conn, answer, streamed, check).IgnoreError();
+  // What the worker is told, the most telling first: the shard's own error
+  // (Abort's reason: a lost peer, as the plain path answers), then why the
+  // push failed. Nothing when the connection itself broke.
+  absl::Status tell = failure;
+  if (!streamed.ok() && !broken && (failure.ok() || !absl::IsCancelled(streamed))) {
+    tell = streamed;
+  }
+  if (!tell.ok() || !streamed.ok()) {
+    if (!tell.ok() && !connection_broke && !broken) {
+      answer.pushed = false;
+      SendEnd(conn, answer, tell).IgnoreError();
+    }
     return false;
   }
-  if (!failure.ok()) {
-    // The worker is told why, unless the connection itself broke.
-    if (!connection_broke) SendEnd(conn, answer, failure, check).IgnoreError();
-    return false;
-  }
-  if (!streamed.ok()) return false;  // the stream's connection broke
   answer.pushed = pushed;
   answer.finished = last.finished;
   answer.global_step = last.global_step;
   answer.offset = head.offset;
   answer.length = head.length;
-  if (!SendEnd(conn, answer, absl::OkStatus(), check).ok()) return false;
+  if (!SendEnd(conn, answer, absl::OkStatus()).ok()) return false;
   ++pipelined_steps_;
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));
@@ -569,11 +574,10 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
                                        const wire::StepHeader& head, const std::atomic<bool>& stop,
                                        RoundRead* last, bool* broken) {
   // A frame once begun is sent whole (the worker reads all the while), so
-  // the receive's end frame never lands inside one; a failed push stops
-  // the stream between frames (WaitRound's cancellation).
-  const auto check = [this] {
-    return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
-  };
+  // the end frame never lands inside one: a failed push or a stopping
+  // server ends the stream between frames (WaitRound's cancellation), and
+  // Stop() shuts a connection whose worker stopped reading.
+  const exchange::IoCheck check;
   const bool half = head.dtype == wire::DType::kF16;
   const size_t bpv = wire::BytesPerValue(head.dtype);
   const int64_t chunks = wire::NumChunks(head.length);
