@@ -24,21 +24,40 @@ constexpr double kHelloSeconds = 10;
 // noticed about as soon as gRPC's keepalive (20 s + 10 s) would.
 constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
 
-// Sends an error answer (best effort: the peer may be gone) and its message.
-void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uint64_t incarnation) {
-  std::string message(status.message().substr(0, wire::kMaxMessageBytes));
-  wire::Answer a;
-  a.code = status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal : status.code();
-  a.pushed = pushed;
-  a.incarnation = incarnation;
-  a.message_bytes = static_cast<uint32_t>(message.size());
-  const wire::AnswerBytes head = wire::EncodeAnswer(a);
+// Sends `a` with `status`'s code and message (none when OK), after a
+// pipelined step's end frame when `end_frame`. Sent even while the server
+// stops (a worker must learn why its step failed), but given up on a peer
+// not reading for 2 s.
+absl::Status SendAnswer(TcpConnection& conn, wire::Answer a, const absl::Status& status,
+                        bool end_frame) {
   const auto stop_soon = [deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2)] {
     return std::chrono::steady_clock::now() > deadline
                ? absl::DeadlineExceededError("peer not reading")
                : absl::OkStatus();
   };
-  conn.SendAll(head.data(), head.size(), message.data(), message.size(), stop_soon).IgnoreError();
+  const std::string message(status.message().substr(0, wire::kMaxMessageBytes));
+  a.code = status.code();
+  a.message_bytes = static_cast<uint32_t>(message.size());
+  uint8_t head[wire::kFrameBytes + wire::kAnswerBytes];
+  size_t head_bytes = 0;
+  if (end_frame) {
+    wire::Frame end;
+    end.kind = wire::Frame::Kind::kEnd;
+    const wire::FrameBytes frame = wire::EncodeFrame(end);
+    head_bytes = std::copy(frame.begin(), frame.end(), head) - head;
+  }
+  const wire::AnswerBytes answer = wire::EncodeAnswer(a);
+  head_bytes = std::copy(answer.begin(), answer.end(), head + head_bytes) - head;
+  return conn.SendAll(head, head_bytes, message.data(), message.size(), stop_soon);
+}
+
+// An error answer (best effort: the peer may be gone) and its message.
+void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uint64_t incarnation) {
+  wire::Answer a;
+  a.pushed = pushed;
+  a.incarnation = incarnation;
+  SendAnswer(conn, a, status.ok() ? absl::InternalError("") : status, /*end_frame=*/false)
+      .IgnoreError();
 }
 
 }  // namespace
@@ -406,36 +425,6 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   return conn.SendAll(trailer.data(), trailer.size(), check);
 }
 
-namespace {
-
-// Ends a pipelined step's stream: the end frame, then the answer (and its
-// message when it is an error). Sent even while the server stops (a worker
-// must learn an abort's reason), but given up on a peer not reading for 2 s.
-absl::Status SendEnd(TcpConnection& conn, wire::Answer a, const absl::Status& status) {
-  const auto check = [deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2)] {
-    return std::chrono::steady_clock::now() > deadline
-               ? absl::DeadlineExceededError("peer not reading")
-               : absl::OkStatus();
-  };
-  std::string message;
-  if (!status.ok()) {
-    message = std::string(status.message().substr(0, wire::kMaxMessageBytes));
-    a.code = status.code();
-  }
-  a.has_params = false;
-  a.message_bytes = static_cast<uint32_t>(message.size());
-  wire::Frame end;
-  end.kind = wire::Frame::Kind::kEnd;
-  const wire::FrameBytes frame = wire::EncodeFrame(end);
-  const wire::AnswerBytes answer = wire::EncodeAnswer(a);
-  uint8_t head[wire::kFrameBytes + wire::kAnswerBytes];
-  std::copy(frame.begin(), frame.end(), head);
-  std::copy(answer.begin(), answer.end(), head + wire::kFrameBytes);
-  return conn.SendAll(head, sizeof(head), message.data(), message.size(), check);
-}
-
-}  // namespace
-
 bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
                                  Scratch& scratch) {
   wire::Answer answer;
@@ -447,7 +436,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
       shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
                            std::string(staging.status().message()));
     }
-    SendEnd(conn, answer, staging.status()).IgnoreError();
+    SendAnswer(conn, answer, staging.status(), /*end_frame=*/true).IgnoreError();
     return false;
   }
   // The pull side: from now on only the sender writes to the connection,
@@ -553,7 +542,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   if (!tell.ok() || !streamed.ok()) {
     if (!tell.ok() && !connection_broke && !broken) {
       answer.pushed = false;
-      SendEnd(conn, answer, tell).IgnoreError();
+      SendAnswer(conn, answer, tell, /*end_frame=*/true).IgnoreError();
     }
     return false;
   }
@@ -562,7 +551,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   answer.global_step = last.global_step;
   answer.offset = head.offset;
   answer.length = head.length;
-  if (!SendEnd(conn, answer, absl::OkStatus()).ok()) return false;
+  if (!SendAnswer(conn, answer, absl::OkStatus(), /*end_frame=*/true).ok()) return false;
   ++pipelined_steps_;
   if (metrics_ != nullptr) {
     metrics_->AddSentBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));

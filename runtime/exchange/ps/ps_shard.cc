@@ -12,6 +12,23 @@
 #include "runtime/exchange/ps/data_plane_wire.h"
 
 namespace kubetrain::ps {
+namespace {
+
+// out[0, n) = the mean of slots[k][begin, begin + n), summed in slot (worker)
+// order so the result never depends on arrival order: a sync step's
+// gradient, made a block at a time right before the optimizer reads it.
+void AverageSlots(const std::vector<const float*>& slots, size_t begin, size_t n, float* out) {
+  const float inv = 1.0f / static_cast<float>(slots.size());
+  const float* s0 = slots[0] + begin;
+  for (size_t i = 0; i < n; ++i) out[i] = s0[i];
+  for (size_t k = 1; k < slots.size(); ++k) {
+    const float* s = slots[k] + begin;
+    for (size_t i = 0; i < n; ++i) out[i] += s[i];
+  }
+  for (size_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+}  // namespace
 
 PsShard::PsShard(PsShardOptions options, const Clock& clock, Logger log,
                  metrics::RuntimeMetrics* metrics)
@@ -54,6 +71,8 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
   if (!opt.ok()) return opt.status();
   optimizer_ = *std::move(opt);
+  optimizer_state_.clear();
+  for (auto& st : optimizer_->State()) optimizer_state_.push_back(st.second);
   return absl::OkStatus();
 }
 
@@ -303,18 +322,8 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
         slots.push_back(o.slot.data());
         o.accepted = false;
       }
-      const float inv = 1.0f / static_cast<float>(accepted_count_);
       accepted_count_ = 0;
-      ApplyLocked([&](size_t b, size_t e, float* out) {
-        const size_t n = e - b;
-        const float* s0 = slots[0] + b;
-        for (size_t i = 0; i < n; ++i) out[i] = s0[i];
-        for (size_t k = 1; k < slots.size(); ++k) {
-          const float* s = slots[k] + b;
-          for (size_t i = 0; i < n; ++i) out[i] += s[i];
-        }
-        for (size_t i = 0; i < n; ++i) out[i] *= inv;
-      });
+      ApplyLocked([&](size_t b, size_t e, float* out) { AverageSlots(slots, b, e - b, out); });
       for (Worker& o : workers_) o.clock = global_step_;
       MaybeCheckpointLocked();
       cv_.notify_all();
@@ -418,13 +427,12 @@ void PsShard::AdvanceRoundLocked() {
     round_.next = params_pool_.Writable(
         nullptr, [&] { return std::make_shared<AlignedBuffer>(params_->size()); });
   }
-  auto state = optimizer_->State();
+  const std::vector<std::span<float>>& state = optimizer_state_;
   if (round_.undo.size() != state.size()) {
     round_.undo.clear();
-    for (const auto& st : state) round_.undo.emplace_back(st.second.size());
+    for (std::span<float> st : state) round_.undo.emplace_back(st.size());
   }
   const float lr = schedule_->At(global_step_);
-  const float inv = 1.0f / static_cast<float>(slots.size());
   const float* cur = params_->data();
   float* next = round_.next->data();
   for (int64_t c = round_.applied; c < ready; ++c) {
@@ -433,21 +441,11 @@ void PsShard::AdvanceRoundLocked() {
         std::min(static_cast<size_t>(range_.length), b + static_cast<size_t>(chunk_values_));
     std::copy(cur + b, cur + e, next + b);
     for (size_t k = 0; k < state.size(); ++k) {
-      std::copy(state[k].second.data() + b, state[k].second.data() + e, round_.undo[k].data() + b);
+      std::copy(state[k].data() + b, state[k].data() + e, round_.undo[k].data() + b);
     }
     optimizer_->ApplyPart(
         std::span<float>(next + b, e - b), b,
-        [&](size_t pb, size_t pe, float* out) {
-          const size_t n = pe - pb;
-          const float* s0 = slots[0] + b + pb;
-          for (size_t i = 0; i < n; ++i) out[i] = s0[i];
-          for (size_t k = 1; k < slots.size(); ++k) {
-            const float* sk = slots[k] + b + pb;
-            for (size_t i = 0; i < n; ++i) out[i] += sk[i];
-          }
-          for (size_t i = 0; i < n; ++i) out[i] *= inv;
-        },
-        lr);
+        [&](size_t pb, size_t pe, float* out) { AverageSlots(slots, b + pb, pe - pb, out); }, lr);
   }
   round_.applied = ready;
   if (ready == num_chunks_) {
@@ -476,11 +474,11 @@ void PsShard::CommitRoundLocked() {
 }
 
 void PsShard::RollBackRoundLocked() {
-  auto state = optimizer_->State();
+  const std::vector<std::span<float>>& state = optimizer_state_;
   const size_t n = std::min(static_cast<size_t>(range_.length),
                             static_cast<size_t>(round_.applied * chunk_values_));
   for (size_t k = 0; k < state.size() && k < round_.undo.size(); ++k) {
-    std::copy(round_.undo[k].data(), round_.undo[k].data() + n, state[k].second.data());
+    std::copy(round_.undo[k].data(), round_.undo[k].data() + n, state[k].data());
   }
   round_.applied = 0;
   round_.next.reset();  // senders of it hold their own pins
@@ -528,11 +526,14 @@ absl::StatusOr<RoundRead> PsShard::WaitRound(int worker, int64_t step, uint64_t 
       r.attempt = round_.attempt;
       break;
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
-    if (cancelled && cancelled() && global_step_ <= step && round_.applied <= sent) {
+    // Checked after everything above, so an abort or chunks that came
+    // with the wake-up win over a cancellation (a server stopping right
+    // after Abort() must still pass on the abort's reason), as in Read.
+    if (cancelled && cancelled()) {
       --w.in_flight;
       return absl::CancelledError("the caller went away");
     }
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
   --w.in_flight;
   TouchLocked(worker);

@@ -274,6 +274,9 @@ class PsShard {
   int64_t num_chunks_ = 0;
   int64_t chunk_values_ = 0;
   std::unique_ptr<train::Optimizer> optimizer_;
+  // Its state buffers (fixed once made), for the rounds' per-chunk undo
+  // without a State() call per chunk.
+  std::vector<std::span<float>> optimizer_state_;
   std::optional<train::LrSchedule> schedule_;
   std::vector<Worker> workers_;
   int accepted_count_ = 0;

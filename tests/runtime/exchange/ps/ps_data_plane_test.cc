@@ -842,7 +842,12 @@ TEST(PsDataPlaneTest, APipelinedPushRefusedAtItsFirstChunkEndsAtOnce) {
 TEST(PsDataPlaneTest, APipelinedRoundTellsItsWorkersWhyTheShardAborted) {
   Shard s("sync", "t", /*tcp=*/true, -1, true, 2, /*pipeline=*/true);
   RealClock clock;
-  PsExchange w0(Options(s, 0, "sync", "t"), clock, [](const std::string&) {});
+  std::mutex mu;
+  std::vector<std::string> logs;
+  PsExchange w0(Options(s, 0, "sync", "t"), clock, [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    logs.push_back(l);
+  });
   std::vector<float> p(kParams, 1.0f), g(kParams, 0.1f);
   ASSERT_EQ(*w0.Start(p), 0);
   PsShardClient c1("ps-0", s.address(), "t");
@@ -864,7 +869,8 @@ TEST(PsDataPlaneTest, APipelinedRoundTellsItsWorkersWhyTheShardAborted) {
   s.StopServing();
   ASSERT_EQ(step.wait_for(std::chrono::seconds(15)), std::future_status::ready);
   absl::StatusOr<int64_t> r = step.get();
-  EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_TRUE(absl::IsAborted(r.status())) << r.status() << testing::PrintToString(logs);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("worker-1 was lost"));
 }
 
