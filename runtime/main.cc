@@ -15,6 +15,7 @@
 #include "kubetrain/clock.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
+#include "runtime/tensor/denormals.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/train_command.h"
 
@@ -186,6 +187,10 @@ std::string Env(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Flush-to-zero and denormals-are-zero before any thread starts, so every
+  // thread (gRPC's, OpenBLAS's started later, ours) inherits them
+  // (runtime/tensor/denormals.h).
+  kubetrain::FlushDenormalsInThisThread();
   // Keep freed memory in the process: otherwise glibc hands gRPC's large
   // receive buffers back to the kernel after every exchange and the next
   // step faults the pages in again (measured: ~15% of exchange time). Fixing

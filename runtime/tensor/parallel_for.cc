@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/tensor/denormals.h"
+
 namespace kubetrain {
 namespace {
 
@@ -109,6 +111,7 @@ class Pool {
   }
 
   void Worker(uint64_t seen) {
+    FlushDenormalsInThisThread();
     t_in_region = true;
     for (;;) {
       const absl::FunctionRef<void(int)>* task;
@@ -182,6 +185,7 @@ void ParallelFor(int64_t n, int64_t grain,
                  absl::FunctionRef<void(int chunk, int64_t begin, int64_t end)> fn) {
   const int chunks = ParallelChunks(n, grain);
   if (chunks == 0) return;
+  const ScopedFlushDenormals flush;  // the caller's chunks, like the workers'
   ThePool().Run(chunks, [&](int c) { fn(c, c * n / chunks, (c + 1) * n / chunks); });
 }
 

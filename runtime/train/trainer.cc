@@ -10,6 +10,7 @@
 #include "runtime/data/batch_sampler.h"
 #include "runtime/nn/softmax_cross_entropy.h"
 #include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/denormals.h"
 #include "runtime/tensor/device_buffer.h"
 
 namespace kubetrain::train {
@@ -127,6 +128,9 @@ absl::Status Trainer::CheckReplicasIdentical() {
 }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
+  // Steps, losses and the exchange's host work on this thread flush
+  // subnormal values (denormals.h).
+  const ScopedFlushDenormals flush;
   const int replicas = static_cast<int>(pod_.models.size());
   for (nn::Model* m : pod_.models) {
     if (m == nullptr || m->num_params() != model_.num_params() ||

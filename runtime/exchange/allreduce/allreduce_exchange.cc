@@ -10,6 +10,7 @@
 #include "runtime/exchange/allreduce/ring_allreduce.h"
 #include "runtime/exchange/allreduce/ring_handshake.h"
 #include "runtime/exchange/checkpoint.h"
+#include "runtime/tensor/denormals.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -347,6 +348,7 @@ absl::Status AllreduceExchange::RunCollective(
 }
 
 void AllreduceExchange::CommLoop() {
+  FlushDenormalsInThisThread();
   const std::vector<Bucket>& buckets = plan_->buckets();
   while (true) {
     int index;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/half_float.h"
+#include "runtime/tensor/denormals.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -49,6 +50,7 @@ void RingAllreduce::StartSending(const std::function<void()>& job) {
   std::lock_guard<std::mutex> l(job_mu_);
   if (!sender_.joinable()) {
     sender_ = std::thread([this] {
+      FlushDenormalsInThisThread();
       std::unique_lock<std::mutex> lock(job_mu_);
       while (true) {
         job_cv_.wait(lock, [this] { return quit_ || job_ != nullptr; });
@@ -150,6 +152,7 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
                                 const std::vector<int64_t>& send_dep, const std::vector<Item>& recv,
                                 v1::WireDType dtype, const exchange::IoCheck& check) {
   left_failed_ = right_failed_ = false;
+  const ScopedFlushDenormals flush;  // the receiving half sums on the caller's thread
   const size_t esize = BytesPerElement(dtype);
   const bool half = dtype == v1::WIRE_DTYPE_F16;
   std::mutex mu;

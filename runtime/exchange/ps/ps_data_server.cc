@@ -11,6 +11,7 @@
 #include "runtime/exchange/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/tensor/denormals.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -152,6 +153,7 @@ void PsDataServer::AcceptLoop() {
     Connection* raw = c.get();
     connections_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] {
+      FlushDenormalsInThisThread();
       Serve(*raw);
       // Ended: a worker still sending a push the shard refused before
       // reading it all sees the connection end instead of a full window.

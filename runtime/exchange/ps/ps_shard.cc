@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/tensor/denormals.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -242,7 +243,10 @@ std::span<float> PsShard::MutableParamsLocked() {
   return params_->span();
 }
 
+// The optimizer runs on the calling thread (gRPC's or the data plane's),
+// flushing subnormal values (denormals.h).
 void PsShard::ApplyLocked(std::span<const float> grad) {
+  const ScopedFlushDenormals flush;
   optimizer_->Apply(MutableParamsLocked(), grad, schedule_->At(global_step_));
   ++global_step_;
   ++version_;
@@ -250,6 +254,7 @@ void PsShard::ApplyLocked(std::span<const float> grad) {
 }
 
 void PsShard::ApplyLocked(train::Optimizer::GradientBlocks fill) {
+  const ScopedFlushDenormals flush;
   optimizer_->ApplyBlocks(MutableParamsLocked(), fill, schedule_->At(global_step_));
   ++global_step_;
   ++version_;
@@ -435,6 +440,7 @@ void PsShard::AdvanceRoundLocked() {
   const float lr = schedule_->At(global_step_);
   const float* cur = params_->data();
   float* next = round_.next->data();
+  const ScopedFlushDenormals flush;
   for (int64_t c = round_.applied; c < ready; ++c) {
     const size_t b = static_cast<size_t>(c * chunk_values_);
     const size_t e =

@@ -6,12 +6,17 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/tensor/denormals.h"
 #include "tests/runtime/exchange/allreduce/ring_test_util.h"
+#include "tests/support/denormal_mode.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -124,6 +129,50 @@ TEST(Ring, Fp16StaysWithinItsBoundAndRanksAgree) {
     // Half the bytes of fp32 on the wire.
     EXPECT_LE(ring[0]->bytes_sent(),
               static_cast<int64_t>(2.0 * (world - 1) / world * n * 2) + 8192);
+  }
+}
+
+// Both of a rank's threads (its sender, and the caller's thread while it
+// receives and sums) flush subnormal values, whatever mode the caller's
+// thread had: the sum of subnormal gradients is zero, and every read of the
+// mode on either thread says so. A slow link (16 KB chunks at 64 KB/s, a
+// quarter second each) makes the sender wait between chunks, and the
+// receiver past its 100 ms poll, so both call the check on their threads.
+TEST(Ring, EveryThreadFlushesSubnormals) {
+  if (!kubetrain::testing::kHasDenormalControl) GTEST_SKIP() << "no MXCSR on this CPU";
+  RingOptions o;
+  o.chunk_bytes = 16 << 10;
+  auto ring = MakeRing(2, o);
+  ring[0]->set_max_send_rate(64 << 10);
+  ring[1]->set_max_send_rate(64 << 10);
+  constexpr int64_t kN = 16 << 10;  // 64 KB: each rank sends four 16 KB chunks
+  std::vector<std::vector<float>> data(2, std::vector<float>(kN, kubetrain::testing::Subnormal()));
+  std::mutex mu;
+  std::vector<std::set<std::thread::id>> threads(2);
+  std::vector<int> reads(2, 0), unflushed(2, 0);
+  std::vector<bool> caller_kept(2, false);
+  std::vector<absl::Status> st = OnEveryRank(2, [&](int r) {
+    kubetrain::testing::ScopedKeepDenormals keep;
+    const exchange::IoCheck check = [&, r] {
+      std::lock_guard<std::mutex> l(mu);
+      threads[r].insert(std::this_thread::get_id());
+      ++reads[r];
+      if (!DenormalsFlushedInThisThread()) ++unflushed[r];
+      return absl::OkStatus();
+    };
+    absl::Status s =
+        ring[static_cast<size_t>(r)]->AllreduceSum(data[static_cast<size_t>(r)], check);
+    caller_kept[r] = !DenormalsFlushedInThisThread();
+    return s;
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r];
+    EXPECT_EQ(threads[r].size(), 2u) << "rank " << r << ": the sender and the receiver checked";
+    EXPECT_EQ(unflushed[r], 0) << "rank " << r << ": of " << reads[r] << " reads";
+    EXPECT_TRUE(caller_kept[r]) << "rank " << r << ": the caller's mode is restored";
+    int64_t nonzero = 0;
+    for (float v : data[r]) nonzero += v != 0.0f;
+    EXPECT_EQ(nonzero, 0) << "rank " << r << ": subnormal sums must flush to zero";
   }
 }
 

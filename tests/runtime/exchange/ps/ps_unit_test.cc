@@ -16,6 +16,8 @@
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/tensor/denormals.h"
+#include "tests/support/denormal_mode.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/wait_for.h"
 
@@ -201,6 +203,20 @@ TEST(PsShard, SyncAveragesOneGradientPerWorkerPerStep) {
   ASSERT_TRUE(b.ok() && b->accepted);
   EXPECT_EQ(b->global_step, 1);
   EXPECT_FLOAT_EQ(f.Param(), 8.0f);  // 10 - mean(1, 3)
+}
+
+// The optimizer runs on whatever thread delivers a push (gRPC's, the data
+// plane's): it flushes subnormal values there, and leaves the thread's own
+// mode as it was. Plain SGD, lr 1: keeping the subnormal gradient would
+// leave a subnormal parameter.
+TEST(PsShard, UpdatesFlushSubnormalsOnTheCallersThread) {
+  if (!kubetrain::testing::kHasDenormalControl) GTEST_SKIP() << "no MXCSR on this CPU";
+  ShardFixture f("async", 1);
+  ASSERT_TRUE(f.Init(0).ok());
+  kubetrain::testing::ScopedKeepDenormals keep;
+  ASSERT_TRUE(f.Push(0, 0, kubetrain::testing::Subnormal()).ok());
+  EXPECT_EQ(f.Param(), 0.0f);
+  EXPECT_FALSE(DenormalsFlushedInThisThread());
 }
 
 TEST(PsShard, SyncBackupWorkersDropLateGradients) {
