@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kubetrain/check.h"
+#include "runtime/tensor/kernels/cpu_clones.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 
 namespace kubetrain::train {
@@ -38,6 +39,18 @@ class StateBuffer {
   size_t size_ = 0;
 };
 
+// The host's updates, vectorised for the CPU's best ISA (the kernels' fused
+// multiply-adds give every clone the same bits).
+KT_CPU_CLONES void HostSgd(const kernels::SgdParams& o, int64_t n, float* p, const float* g,
+                           float* v) {
+  kernels::SgdUpdate(o, 0, n, p, g, v);
+}
+
+KT_CPU_CLONES void HostAdam(const kernels::AdamParams& o, int64_t n, float* p, const float* g,
+                            float* m, float* v) {
+  kernels::AdamUpdate(o, 0, n, p, g, m, v);
+}
+
 // Calls fill for each block of kApplyBlock values of [0, size), into a
 // buffer that stays in cache, then update(begin, count, block).
 template <typename Update>
@@ -60,16 +73,17 @@ class Sgd final : public Optimizer {
     return velocity_.Allocate(device_, size_);
   }
 
-  void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
+  void Apply(std::span<float> params, std::span<const float> grads, float lr,
+             float grad_scale) override {
     KT_CHECK_EQ(params.size(), size_);
     KT_CHECK_EQ(grads.size(), size_);
-    const kernels::SgdParams p = Coefficients(lr);
+    kernels::SgdParams p = Coefficients(lr);
+    p.grad_scale = grad_scale;
     if (device_ != nullptr) {
       device_->SgdUpdate(p, params.data(), grads.data(), velocity_.data(),
                          static_cast<int64_t>(size_));
     } else {
-      kernels::SgdUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(),
-                         velocity_.data());
+      HostSgd(p, static_cast<int64_t>(size_), params.data(), grads.data(), velocity_.data());
     }
     ++steps_;
   }
@@ -86,7 +100,7 @@ class Sgd final : public Optimizer {
     const kernels::SgdParams p = Coefficients(lr);
     float* v = velocity_.data();
     ForEachBlock(params.size(), fill, [&](size_t b, int64_t n, const float* g) {
-      kernels::SgdUpdate(p, 0, n, params.data() + b, g, v == nullptr ? nullptr : v + offset + b);
+      HostSgd(p, n, params.data() + b, g, v == nullptr ? nullptr : v + offset + b);
     });
   }
 
@@ -123,16 +137,17 @@ class Adam final : public Optimizer {
     return v_.Allocate(device_, size_);
   }
 
-  void Apply(std::span<float> params, std::span<const float> grads, float lr) override {
+  void Apply(std::span<float> params, std::span<const float> grads, float lr,
+             float grad_scale) override {
     KT_CHECK_EQ(params.size(), size_);
     KT_CHECK_EQ(grads.size(), size_);
-    const kernels::AdamParams p = NextStep(lr);
+    kernels::AdamParams p = NextStep(lr);
+    p.grad_scale = grad_scale;
     if (device_ != nullptr) {
       device_->AdamUpdate(p, params.data(), grads.data(), m_.data(), v_.data(),
                           static_cast<int64_t>(size_));
     } else {
-      kernels::AdamUpdate(p, 0, static_cast<int64_t>(size_), params.data(), grads.data(), m_.data(),
-                          v_.data());
+      HostAdam(p, static_cast<int64_t>(size_), params.data(), grads.data(), m_.data(), v_.data());
     }
   }
 
@@ -149,7 +164,7 @@ class Adam final : public Optimizer {
     float* m = m_.data() + offset;
     float* v = v_.data() + offset;
     ForEachBlock(params.size(), fill, [&](size_t b, int64_t n, const float* g) {
-      kernels::AdamUpdate(p, 0, n, params.data() + b, g, m + b, v + b);
+      HostAdam(p, n, params.data() + b, g, m + b, v + b);
     });
   }
 

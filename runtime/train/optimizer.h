@@ -36,8 +36,14 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o);
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // params -= update(grads) with learning rate `lr`; sizes must equal size().
-  virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // params -= update(grads * grad_scale) with learning rate `lr`; sizes must
+  // equal size(). The scale rides in the update's one pass (an allreduce
+  // sum's 1 / world): the same bits as scaling the gradient first.
+  virtual void Apply(std::span<float> params, std::span<const float> grads, float lr,
+                     float grad_scale) = 0;
+  void Apply(std::span<float> params, std::span<const float> grads, float lr) {
+    Apply(params, grads, lr, 1.0f);
+  }
   // Writes grads[begin, end) into `out` (end - begin <= kApplyBlock floats).
   using GradientBlocks = absl::FunctionRef<void(size_t begin, size_t end, float* out)>;
   static constexpr size_t kApplyBlock = 4096;  // 16 KiB: stays in L1/L2 cache

@@ -1,10 +1,12 @@
 // The host/device kernels of runtime/tensor/kernels/, compiled for the
 // host: the same source the CUDA device runs one element per thread.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/tensor/cpu_device.h"
 #include "runtime/tensor/kernels/dropout_mask.h"
 #include "runtime/tensor/kernels/im2col.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
@@ -129,13 +131,53 @@ TEST(OptimizerKernels, SgdWithMomentumAndAdamFollowTheirFormulas) {
   const AdamParams a{
       .step = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.0f, .epsilon = 1e-6f};
   AdamUpdate(a, 0, 64, q.data(), g.data(), m.data(), w.data());
+  // In double: the kernel's fused multiply-adds round once where the plain
+  // float expression rounds twice, so each value is within a few float
+  // roundings of its largest term (m and v cancel: 0.09 against 0.1 * g).
   for (int i = 0; i < 64; ++i) {
-    const float mn = 0.9f * 0.1f + (1.0f - 0.9f) * g[i];
-    const float wn = 0.99f * 0.2f + (1.0f - 0.99f) * g[i] * g[i];
-    EXPECT_FLOAT_EQ(m[i], mn);
-    EXPECT_FLOAT_EQ(w[i], wn);
-    EXPECT_FLOAT_EQ(q[i], p0[i] - 0.01f * mn / (std::sqrt(wn) + 1e-6f));
+    const double gi = g[i];
+    const double mn = 0.9 * 0.1 + (1.0 - 0.9) * gi;
+    const double wn = 0.99 * 0.2 + (1.0 - 0.99) * gi * gi;
+    EXPECT_NEAR(m[i], mn, 4e-8);
+    EXPECT_NEAR(w[i], wn, 4e-8);
+    EXPECT_NEAR(q[i], p0[i] - 0.01 * mn / (std::sqrt(wn) + 1e-6), 4e-7);
   }
+}
+
+TEST(OptimizerKernels, EveryBuildOfTheUpdateGivesTheSameBits) {
+  constexpr int64_t kN = 10007;
+  CpuDevice cpu;
+  for (const bool nesterov : {false, true}) {
+    const SgdParams s{.lr = 0.05f,
+                      .weight_decay = 1e-3f,
+                      .momentum = 0.9f,
+                      .nesterov = nesterov,
+                      .grad_scale = 1.0f / 3};
+    std::vector<float> p1 = Random(kN, 7), p2 = p1, v1(kN, 0.0f), v2(kN, 0.0f);
+    for (uint32_t step = 0; step < 5; ++step) {
+      const std::vector<float> g = Random(kN, 100 + step);
+      SgdUpdate(s, 0, kN, p1.data(), g.data(), v1.data());
+      cpu.SgdUpdate(s, p2.data(), g.data(), v2.data(), kN);
+    }
+    EXPECT_EQ(std::memcmp(p1.data(), p2.data(), kN * sizeof(float)), 0) << "nesterov " << nesterov;
+    EXPECT_EQ(std::memcmp(v1.data(), v2.data(), kN * sizeof(float)), 0) << "nesterov " << nesterov;
+  }
+  const AdamParams a{.step = 1e-3f,
+                     .beta1 = 0.9f,
+                     .beta2 = 0.999f,
+                     .weight_decay = 1e-2f,
+                     .epsilon = 1e-8f,
+                     .grad_scale = 0.5f};
+  std::vector<float> q1 = Random(kN, 8), q2 = q1, m1(kN, 0.0f), m2(kN, 0.0f), w1(kN, 0.0f),
+                     w2(kN, 0.0f);
+  for (uint32_t step = 0; step < 5; ++step) {
+    const std::vector<float> g = Random(kN, 200 + step);
+    AdamUpdate(a, 0, kN, q1.data(), g.data(), m1.data(), w1.data());
+    cpu.AdamUpdate(a, q2.data(), g.data(), m2.data(), w2.data(), kN);
+  }
+  EXPECT_EQ(std::memcmp(q1.data(), q2.data(), kN * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(m1.data(), m2.data(), kN * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(w1.data(), w2.data(), kN * sizeof(float)), 0);
 }
 
 TEST(RowKernels, BroadcastAndColumnSums) {
