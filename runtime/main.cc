@@ -139,8 +139,9 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 4096.0));
   cmd->add_option("--allreduce-backend", o.allreduce_backend,
-                  "Allreduce: auto (NCCL when the tensors are on GPUs, else the TCP ring), ring, "
-                  "nccl")
+                  "Allreduce: auto (NCCL when every rank's tensors are on a GPU of its own, by the "
+                  "GPU UUIDs the ranks exchange; else the TCP ring, GPU buckets staged through "
+                  "pinned memory), ring, nccl (refused, exit 1, when ranks share a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "ring", "nccl"}));
   cmd->add_option("--checkpoint-dir", o.checkpoint_dir,

@@ -1,8 +1,20 @@
 // Exchange: how a replica turns its gradients into the next parameters.
 // One interface for every strategy: a local optimizer (single process),
-// parameter servers (sync / async / ssp, sharded) and allreduce (ring over
-// gRPC, NCCL). The trainer only ever talks to this interface; which backend
+// parameter servers (sync / async / ssp, sharded) and allreduce (the TCP
+// ring, NCCL). The trainer only ever talks to this interface; which backend
 // runs is decided in one place from the cluster shape.
+//
+// Spans are in the memory of the device the exchange was made for (the
+// model's: LocalExchange and AllreduceExchange take it and keep parameters,
+// gradients and optimizer state there; a host-only exchange, the PS client,
+// reaches a GPU model through StagedExchange). An exchange may leave work
+// queued on that device when a call returns; the device's own order makes
+// it visible to the next step.
+//
+// Errors: Unavailable or Aborted mean a peer was lost (a retryable exit,
+// 129: the replica restarts and resumes); InvalidArgument,
+// FailedPrecondition and the rest are permanent (exit 1: the same spec
+// fails the same way again). Messages name the peer or the setting at fault.
 // Implementations document their own thread-safety; the trainer calls them
 // from one thread.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_EXCHANGE_H_

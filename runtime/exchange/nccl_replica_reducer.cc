@@ -4,19 +4,9 @@
 #include <nccl.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/nccl_status.h"
 
 namespace kubetrain::exchange {
-namespace {
-
-absl::Status CudaError(cudaError_t e, const std::string& what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
-absl::Status NcclError(ncclResult_t r, const std::string& what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", ncclGetErrorString(r)));
-}
-
-}  // namespace
 
 struct NcclReplicaReducer::Impl {
   std::vector<int> gpus;  // CUDA device index of each replica
@@ -52,18 +42,18 @@ absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> NcclReplicaReducer::Create(
   impl->streams.assign(impl->gpus.size(), nullptr);
   for (int r = 0; r < n; ++r) {
     if (cudaError_t e = cudaSetDevice(impl->gpus[r]); e != cudaSuccess) {
-      return CudaError(e, absl::StrCat("cudaSetDevice(", impl->gpus[r], ")"));
+      return CudaStatus(e, absl::StrCat("cudaSetDevice(", impl->gpus[r], ")"));
     }
     if (cudaError_t e = cudaStreamCreateWithFlags(&impl->streams[r], cudaStreamNonBlocking);
         e != cudaSuccess) {
-      return CudaError(e, absl::StrCat("cudaStreamCreate on cuda:", impl->gpus[r]));
+      return CudaStatus(e, absl::StrCat("cudaStreamCreate on cuda:", impl->gpus[r]));
     }
   }
   impl->comms.assign(impl->gpus.size(), nullptr);
   if (ncclResult_t r = ncclCommInitAll(impl->comms.data(), n, impl->gpus.data());
       r != ncclSuccess) {
     impl->comms.assign(impl->gpus.size(), nullptr);
-    return NcclError(r, "ncclCommInitAll");
+    return NcclStatus(r, "ncclCommInitAll");
   }
   return std::unique_ptr<NcclReplicaReducer>(
       new NcclReplicaReducer(std::move(devices), std::move(impl)));
@@ -80,7 +70,7 @@ absl::Status NcclReplicaReducer::Run(bool reduce, int root, std::span<float* con
   if (absl::Status s = CheckAndDrain(devices_, root, buffers, n); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
   const char* what = reduce ? "ncclReduce" : "ncclBroadcast";
-  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return NcclError(r, "ncclGroupStart");
+  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return NcclStatus(r, "ncclGroupStart");
   ncclResult_t first = ncclSuccess;
   for (size_t r = 0; r < buffers.size(); ++r) {
     cudaSetDevice(impl_->gpus[r]);
@@ -92,12 +82,12 @@ absl::Status NcclReplicaReducer::Run(bool reduce, int root, std::span<float* con
     if (first == ncclSuccess) first = res;
   }
   const ncclResult_t ended = ncclGroupEnd();
-  if (first != ncclSuccess) return NcclError(first, what);
-  if (ended != ncclSuccess) return NcclError(ended, what);
+  if (first != ncclSuccess) return NcclStatus(first, what);
+  if (ended != ncclSuccess) return NcclStatus(ended, what);
   for (size_t r = 0; r < buffers.size(); ++r) {
     cudaSetDevice(impl_->gpus[r]);
     if (cudaError_t e = cudaStreamSynchronize(impl_->streams[r]); e != cudaSuccess) {
-      return CudaError(e, absl::StrCat(what, " on cuda:", impl_->gpus[r]));
+      return CudaStatus(e, absl::StrCat(what, " on cuda:", impl_->gpus[r]));
     }
   }
   return absl::OkStatus();

@@ -9,13 +9,16 @@
 // Every pointer argument lives in this device's memory unless its name
 // says host. Operations are queued in order; CopyToHost, the loss and
 // Synchronize wait for what was queued before them and report the first
-// error of the queue (a CPU device never fails). A device is used by one
-// thread at a time (not thread-safe).
+// error of the queue (a CPU device never fails); nothing else waits, so a
+// training step can queue its work and let the device run behind the host
+// (the queued copies, DeviceEvent, the summed loss). A device is used by one
+// thread at a time (not thread-safe); its events may be waited on from others.
 #ifndef KUBETRAIN_RUNTIME_TENSOR_COMPUTE_DEVICE_H_
 #define KUBETRAIN_RUNTIME_TENSOR_COMPUTE_DEVICE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +26,7 @@
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/device_buffer.h"
+#include "runtime/tensor/device_event.h"
 #include "runtime/tensor/kernels/dropout_mask.h"
 #include "runtime/tensor/kernels/im2col.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
@@ -60,9 +64,22 @@ class ComputeDevice {
   virtual absl::StatusOr<DeviceBuffer> AllocatePinnedHost(size_t bytes) = 0;
   virtual DeviceMemory Memory() = 0;
 
+  // Copies at once: the host buffer may change as soon as this returns.
   virtual void CopyToDevice(const void* host, void* device, size_t bytes) = 0;
   // Waits for the queue, then copies.
   virtual absl::Status CopyToHost(const void* device, void* host, size_t bytes) = 0;
+  // Queued copies between the device and pinned host memory
+  // (AllocatePinnedHost): they run in queue order, and the host side must
+  // stay as it is (to the device) or unread (to the host) until the queue
+  // has passed them: an event recorded after them says when. The CPU copies
+  // at once.
+  virtual void CopyToHostAsync(const void* device, void* host, size_t bytes) = 0;
+  virtual void CopyToDeviceAsync(const void* host, void* device, size_t bytes) = 0;
+  // A marker in this device's queue (device_event.h).
+  virtual absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() = 0;
+  // The native queue the device runs on (a cudaStream_t), for libraries that
+  // queue work on it themselves (NCCL); nullptr for the CPU.
+  virtual void* native_queue() { return nullptr; }
   virtual void Copy(const float* src, float* dst, int64_t n) = 0;
   virtual void Fill(float* x, int64_t n, float value) = 0;
   virtual absl::Status Synchronize() = 0;
@@ -105,6 +122,12 @@ class ComputeDevice {
   // batch-mean loss's gradient when grad is non-null. Waits for the result.
   virtual absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
                                                        const int32_t* host_labels, float* grad) = 0;
+  // The same without waiting, labels in device memory: adds the batch's
+  // summed row losses to sums[0] and its correct rows to sums[1] (device
+  // memory; added in a fixed order, so the same on every run), for the
+  // trainer to read once per progress line instead of once per step.
+  virtual void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k,
+                                      const int32_t* labels, float* grad, double* sums) = 0;
 
   // Fused optimizer updates (kernels/optimizer_update.h).
   virtual void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,

@@ -246,6 +246,14 @@ absl::StatusOr<LossSums> CpuDevice::SoftmaxCrossEntropy(const float* logits, int
   return s;
 }
 
+void CpuDevice::SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k,
+                                       const int32_t* labels, float* grad, double* sums) {
+  // The CPU device never fails.
+  const LossSums s = *SoftmaxCrossEntropy(logits, n, k, labels, grad);
+  sums[0] += s.loss;
+  sums[1] += static_cast<double>(s.correct);
+}
+
 void CpuDevice::SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                           int64_t n) {
   ParallelFor(n, kElementGrain,

@@ -25,6 +25,15 @@ class CpuDevice final : public ComputeDevice {
 
   void CopyToDevice(const void* host, void* device, size_t bytes) override;
   absl::Status CopyToHost(const void* device, void* host, size_t bytes) override;
+  void CopyToHostAsync(const void* device, void* host, size_t bytes) override {
+    CopyToDevice(device, host, bytes);
+  }
+  void CopyToDeviceAsync(const void* host, void* device, size_t bytes) override {
+    CopyToDevice(host, device, bytes);
+  }
+  absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() override {
+    return std::make_unique<ImmediateEvent>();
+  }
   void Copy(const float* src, float* dst, int64_t n) override;
   void Fill(float* x, int64_t n, float value) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -52,6 +61,8 @@ class CpuDevice final : public ComputeDevice {
                      const float* gy, float* masked, float* dw, float* db, float* dx) override;
   absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
                                                const int32_t* host_labels, float* grad) override;
+  void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k, const int32_t* labels,
+                              float* grad, double* sums) override;
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                  int64_t n) override;
   void AdamUpdate(const kernels::AdamParams& o, float* p, const float* g, float* m, float* v,

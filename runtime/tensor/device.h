@@ -22,6 +22,10 @@ struct DeviceInfo {
   std::string name;          // "cpu" or the GPU's product name
   int64_t memory_bytes = 0;  // GPU memory, or 0 for the CPU
   int cores = 0;             // CPUs available, or multiprocessors of a GPU
+  // A GPU's identity across processes, as nvidia-smi prints it
+  // ("GPU-8b1e...": the same GPU seen by two pods gives the same string,
+  // whatever its index in each); empty for the CPU.
+  std::string uuid;
 
   std::string Id() const;  // "cpu", "cuda:0"
 };

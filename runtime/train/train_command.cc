@@ -276,6 +276,8 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   ao.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   ao.wire_dtype = dtype;
   ao.backend = o.allreduce_backend;
+  // Parameters, gradients and optimizer state stay on the model's device.
+  ao.device = &model->device();
   ao.optimizer = o.optimizer;
   ao.total_steps = total_steps;
   if (rank0) ao.checkpoint_dir = o.checkpoint_dir;
@@ -322,10 +324,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   to.num_shards = role.num_workers;
   to.metrics = metrics;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
-  absl::StatusOr<std::unique_ptr<exchange::Exchange>> staged = ForDevice(exchange, *model);
-  if (!staged.ok()) return fail(staged.status());
-  Trainer trainer(pod->replicas(), *staged != nullptr ? **staged : exchange, train,
-                  rank0 ? &test : nullptr, to, progress, clock);
+  Trainer trainer(pod->replicas(), exchange, train, rank0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
   // Every rank prints the same checksum when the ranks stayed in lockstep.

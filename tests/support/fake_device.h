@@ -3,9 +3,15 @@
 // the model, the layers and the trainer take the paths a GPU takes (device
 // im2col convolution, host-staged parameter initialisation, StagedExchange,
 // the memory check) on machines without a GPU. Memory() reports what the
-// test sets. Header-only; not thread-safe.
+// test sets, and it counts the copies and the waits (Synchronize, CopyToHost,
+// the waiting loss), so a test can check that a step does not wait on the
+// device. Its queue runs as it is filled (queued copies copy at once, events
+// are always done). Header-only; not thread-safe.
 #ifndef KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
 #define KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
+
+#include <memory>
+#include <string>
 
 #include "runtime/tensor/cpu_device.h"
 
@@ -22,6 +28,10 @@ class FakeDevice final : public ComputeDevice {
   void set_memory(DeviceMemory m) { memory_ = m; }
   int copies_to_host() const { return copies_to_host_; }
   int copies_to_device() const { return copies_to_device_; }
+  int queued_copies() const { return queued_copies_; }
+  // Calls that wait for the device's queue.
+  int waits() const { return waits_; }
+  void set_uuid(const std::string& uuid) { info_.uuid = uuid; }
 
   const DeviceInfo& info() const override { return info_; }
   bool host_memory() const override { return false; }
@@ -36,11 +46,24 @@ class FakeDevice final : public ComputeDevice {
   }
   absl::Status CopyToHost(const void* device, void* host, size_t bytes) override {
     ++copies_to_host_;
+    ++waits_;
     return cpu_.CopyToHost(device, host, bytes);
   }
+  void CopyToHostAsync(const void* device, void* host, size_t bytes) override {
+    ++queued_copies_;
+    cpu_.CopyToHostAsync(device, host, bytes);
+  }
+  void CopyToDeviceAsync(const void* host, void* device, size_t bytes) override {
+    ++queued_copies_;
+    cpu_.CopyToDeviceAsync(host, device, bytes);
+  }
+  absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() override { return cpu_.NewEvent(); }
   void Copy(const float* src, float* dst, int64_t n) override { cpu_.Copy(src, dst, n); }
   void Fill(float* x, int64_t n, float value) override { cpu_.Fill(x, n, value); }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Synchronize() override {
+    ++waits_;
+    return absl::OkStatus();
+  }
   void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
     cpu_.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -79,7 +102,12 @@ class FakeDevice final : public ComputeDevice {
   }
   absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
                                                const int32_t* host_labels, float* grad) override {
+    ++waits_;
     return cpu_.SoftmaxCrossEntropy(logits, n, k, host_labels, grad);
+  }
+  void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k, const int32_t* labels,
+                              float* grad, double* sums) override {
+    cpu_.SoftmaxCrossEntropySum(logits, n, k, labels, grad, sums);
   }
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                  int64_t n) override {
@@ -96,6 +124,8 @@ class FakeDevice final : public ComputeDevice {
   DeviceMemory memory_;
   int copies_to_host_ = 0;
   int copies_to_device_ = 0;
+  int queued_copies_ = 0;
+  int waits_ = 0;
 };
 
 }  // namespace kubetrain::testing

@@ -10,12 +10,15 @@
 #include "runtime/exchange/allreduce/ring_allreduce.h"
 #include "runtime/exchange/allreduce/ring_handshake.h"
 #include "runtime/exchange/checkpoint.h"
+#include "runtime/tensor/cpu_device.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::allreduce {
 namespace {
 
 constexpr double kHandshakeSeconds = 5;
+// The id a test's DeviceCollective gets in place of NCCL's.
+constexpr char kTestCollectiveId[] = "test-device-collective";
 
 uint64_t NewIncarnation() {
   std::random_device rd;
@@ -23,6 +26,8 @@ uint64_t NewIncarnation() {
 }
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+size_t Bytes(size_t floats) { return floats * sizeof(float); }
 
 }  // namespace
 
@@ -46,7 +51,7 @@ AllreduceExchange::~AllreduceExchange() {
     stop_ = true;
     cv_.notify_all();
   }
-  if (collective_ != nullptr) collective_->Shutdown();
+  if (ring_ != nullptr) ring_->Shutdown();
   if (comm_.joinable()) comm_.join();
   if (client_ != nullptr) client_->StopHeartbeats();
 }
@@ -72,12 +77,21 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   if (world < 1 || rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", world));
   }
-  absl::StatusOr<std::string> backend =
-      ChooseCollectiveBackend(options_.backend, options_.tensors_on_gpu);
-  if (!backend.ok()) return backend.status();
-  backend_ = *backend;
+  device_ = options_.device;
+  if (device_ == nullptr) {
+    own_device_ = std::make_unique<CpuDevice>();
+    device_ = own_device_.get();
+  }
+  const bool on_gpu = !device_->host_memory();
+  const bool test_collective = static_cast<bool>(options_.device_collective_for_test);
+  const bool nccl_compiled = NcclCompiledIn() || test_collective;
+  if (absl::Status s = CheckRequestedBackend(options_.backend, on_gpu || test_collective);
+      !s.ok()) {
+    return s;
+  }
+  // The optimizer's state lives where the parameters do, and it runs there.
   absl::StatusOr<std::unique_ptr<train::Optimizer>> opt =
-      train::MakeOptimizer(options_.optimizer, params.size());
+      train::MakeOptimizer(options_.optimizer, params.size(), device_);
   if (!opt.ok()) return opt.status();
   optimizer_ = *std::move(opt);
 
@@ -95,10 +109,18 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
     so.generation = incarnation_;
     so.join_timeout_seconds = options_.rendezvous_timeout_seconds;
     so.peer_timeout_seconds = options_.peer_timeout_seconds;
-    if (backend_ == "nccl" && world > 1) {
-      absl::StatusOr<std::string> id = NewNcclUniqueId();
-      if (!id.ok()) return id.status();
-      so.nccl_unique_id = *id;
+    // Whether NCCL runs is known only once every rank has said where its
+    // tensors are; the id costs little, so rank 0 makes one whenever it may.
+    if (on_gpu && nccl_compiled && options_.backend != "ring") {
+      absl::StatusOr<std::string> id =
+          test_collective ? absl::StatusOr<std::string>(kTestCollectiveId) : NewNcclUniqueId();
+      if (id.ok()) {
+        so.nccl_unique_id = *id;
+      } else if (options_.backend == "nccl") {
+        return id.status();
+      } else {
+        log_(absl::StrCat("no NCCL id (the ring will run): ", id.status().message()));
+      }
     }
     absl::StatusOr<std::unique_ptr<RendezvousServer>> server =
         RendezvousServer::Start(std::move(so), clock_);
@@ -114,6 +136,11 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   co.name = options_.names[static_cast<size_t>(rank)];
   co.rank0_name = options_.names[0];
   co.data_address = absl::StrCat(options_.data_advertise_host, ":", listener->port());
+  if (on_gpu) {
+    co.device_uuid = device_->info().uuid.empty()
+                         ? absl::StrCat(device_->info().Id(), " (no UUID) of ", co.name)
+                         : device_->info().uuid;
+  }
   co.incarnation = incarnation_;
   co.join_timeout_seconds = options_.rendezvous_timeout_seconds;
   co.peer_timeout_seconds = options_.peer_timeout_seconds;
@@ -121,7 +148,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   client_ = std::make_unique<RendezvousClient>(co, clock_, log_);
   log_(absl::StrCat(co.name, ": joining the allreduce rendezvous at ",
                     rank == 0 ? absl::StrCat("port ", server_->port()) : rendezvous, " (rank ",
-                    rank, " of ", world, ", backend ", backend_, ")"));
+                    rank, " of ", world, ", tensors on ", device_->info().Id(), ")"));
   absl::StatusOr<v1::JoinResponse> joined = client_->Join();
   if (!joined.ok()) return joined.status();
   if (joined->ranks_size() != world) {
@@ -134,73 +161,58 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
     joined_ = true;
   }
 
+  // Every rank decides from the same world, so all pick the same backend
+  // (or all refuse a forced one, naming why).
+  std::vector<RankDevice> devices;
+  for (const v1::RankInfo& r : joined->ranks()) devices.push_back({r.name(), r.device_uuid()});
+  absl::StatusOr<BackendChoice> choice = ChooseCollectiveBackend(
+      options_.backend, nccl_compiled, devices, !joined->nccl_unique_id().empty());
+  if (!choice.ok()) return choice.status();
+  backend_ = choice->backend;
   if (backend_ == "nccl") {
-    absl::StatusOr<std::unique_ptr<Collective>> c =
-        MakeNcclCollective(rank, world, joined->nccl_unique_id(), options_.gpu_device);
+    absl::StatusOr<std::unique_ptr<DeviceCollective>> c =
+        test_collective ? options_.device_collective_for_test(rank, world, joined->nccl_unique_id())
+                        : MakeNcclCollective(rank, world, joined->nccl_unique_id(), *device_);
     if (!c.ok()) return c.status();
-    collective_ = *std::move(c);
+    device_collective_ = *std::move(c);
+    mode_ = Mode::kDevice;
+  } else if (world == 1) {
+    mode_ = Mode::kSolo;
   } else {
-    // Ring links: dial the right neighbour, then take the left one's call.
-    exchange::TcpConnection right, left;
-    if (world > 1) {
-      auto abort_check = [this] { return client_->AbortStatus(); };
-      const v1::RankInfo& r = joined->ranks(Mod(rank + 1, world));
-      absl::StatusOr<exchange::TcpConnection> conn = exchange::TcpConnection::Connect(
-          r.data_address(), options_.rendezvous_timeout_seconds, abort_check);
-      if (!conn.ok()) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot reach ", r.name(), "'s data plane: ", conn.status().message()));
-      }
-      absl::Status s =
-          SendHandshake(*conn, rank, joined->generation(), options_.token, abort_check);
-      if (!s.ok()) {
-        return absl::UnavailableError(absl::StrCat("handshake with ", r.name(), ": ", s.message()));
-      }
-      right = *std::move(conn);
-      const int left_rank = Mod(rank - 1, world);
-      const double deadline = clock_.NowSeconds() + options_.rendezvous_timeout_seconds;
-      while (!left.valid()) {
-        const double remaining = deadline - clock_.NowSeconds();
-        absl::StatusOr<exchange::TcpConnection> in =
-            listener->Accept(std::max(remaining, 0.0), abort_check);
-        if (!in.ok()) {
-          return absl::UnavailableError(absl::StrCat("no data-plane connection from ",
-                                                     joined->ranks(left_rank).name(), ": ",
-                                                     in.status().message()));
-        }
-        // A connection that is not our left neighbour of this generation
-        // with the job token is refused and logged; keep waiting.
-        const double until = clock_.NowSeconds() + kHandshakeSeconds;
-        auto handshake_check = [&]() -> absl::Status {
-          if (clock_.NowSeconds() > until)
-            return absl::DeadlineExceededError("handshake timed out");
-          return client_->AbortStatus();
-        };
-        const absl::Status hs =
-            ReceiveHandshake(*in, left_rank, joined->generation(), options_.token, handshake_check);
-        if (!hs.ok()) {
-          log_(absl::StrCat("refused a data-plane connection: ", hs.message()));
-          continue;
-        }
-        left = *std::move(in);
-      }
+    if (absl::Status s = ConnectRing(*joined, *listener); !s.ok()) return s;
+    mode_ = on_gpu ? Mode::kStagedRing : Mode::kHostRing;
+  }
+  log_(absl::StrCat(
+      co.name, ": allreduce backend ", backend_, ": ", choice->reason,
+      mode_ == Mode::kStagedRing ? " (GPU buckets staged through pinned memory)" : ""));
+
+  // Buffers before the state broadcast: a device too small fails here.
+  const int64_t bucket_elements = std::max<int64_t>(1, options_.bucket_bytes / 4);
+  plan_ = std::make_unique<BucketPlan>(static_cast<int64_t>(params.size()), bucket_elements);
+  if (mode_ != Mode::kSolo) {
+    absl::StatusOr<DeviceBuffer> r = device_->Allocate(Bytes(params.size()));
+    if (!r.ok()) return r.status();
+    reduced_ = *std::move(r);
+    absl::StatusOr<DeviceBuffer> sc = device_->Allocate(Bytes(8));
+    if (!sc.ok()) return sc.status();
+    scalars_ = *std::move(sc);
+  }
+  if (mode_ == Mode::kStagedRing) {
+    absl::StatusOr<DeviceBuffer> st = device_->AllocatePinnedHost(Bytes(params.size()));
+    if (!st.ok()) return st.status();
+    staging_ = *std::move(st);
+    for (size_t b = 0; b < plan_->buckets().size(); ++b) {
+      absl::StatusOr<std::unique_ptr<DeviceEvent>> e = device_->NewEvent();
+      if (!e.ok()) return e.status();
+      bucket_staged_.push_back(*std::move(e));
     }
-    RingOptions ro;
-    ro.chunk_bytes = options_.chunk_bytes;
-    ro.dtype = options_.wire_dtype;
-    auto ring = std::make_unique<RingAllreduce>(rank, world, std::move(right), std::move(left), ro);
-    if (options_.max_send_rate > 0) ring->set_max_send_rate(options_.max_send_rate);
-    collective_ = std::move(ring);
   }
 
   int64_t step = 0;
   if (absl::Status s = BroadcastState(params, &step); !s.ok()) return s;
-  reduced_.EnsureSize(params.size());
-  const int64_t bucket_elements = std::max<int64_t>(1, options_.bucket_bytes / 4);
-  plan_ = std::make_unique<BucketPlan>(static_cast<int64_t>(params.size()), bucket_elements);
   last_checkpoint_time_ = clock_.NowSeconds();
   last_checkpoint_step_ = step;
-  comm_ = std::thread([this] { CommLoop(); });
+  if (mode_ != Mode::kSolo) comm_ = std::thread([this] { CommLoop(); });
   log_(absl::StrCat(co.name, ": allreduce world of ", world, " formed (",
                     absl::StrJoin(options_.names, " -> "), "), ", plan_->buckets().size(),
                     " bucket(s) of up to ", options_.bucket_bytes >> 20, " MiB, ",
@@ -208,11 +220,101 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   return step;
 }
 
+absl::Status AllreduceExchange::ConnectRing(const v1::JoinResponse& joined,
+                                            exchange::TcpListener& listener) {
+  const int world = world_size();
+  const int rank = options_.rank;
+  // Ring links: dial the right neighbour, then take the left one's call.
+  exchange::TcpConnection right, left;
+  auto abort_check = [this] { return client_->AbortStatus(); };
+  const v1::RankInfo& r = joined.ranks(Mod(rank + 1, world));
+  absl::StatusOr<exchange::TcpConnection> conn = exchange::TcpConnection::Connect(
+      r.data_address(), options_.rendezvous_timeout_seconds, abort_check);
+  if (!conn.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach ", r.name(), "'s data plane: ", conn.status().message()));
+  }
+  absl::Status s = SendHandshake(*conn, rank, joined.generation(), options_.token, abort_check);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("handshake with ", r.name(), ": ", s.message()));
+  }
+  right = *std::move(conn);
+  const int left_rank = Mod(rank - 1, world);
+  const double deadline = clock_.NowSeconds() + options_.rendezvous_timeout_seconds;
+  while (!left.valid()) {
+    const double remaining = deadline - clock_.NowSeconds();
+    absl::StatusOr<exchange::TcpConnection> in =
+        listener.Accept(std::max(remaining, 0.0), abort_check);
+    if (!in.ok()) {
+      return absl::UnavailableError(absl::StrCat("no data-plane connection from ",
+                                                 joined.ranks(left_rank).name(), ": ",
+                                                 in.status().message()));
+    }
+    // A connection that is not our left neighbour of this generation with
+    // the job token is refused and logged; keep waiting.
+    const double until = clock_.NowSeconds() + kHandshakeSeconds;
+    auto handshake_check = [&]() -> absl::Status {
+      if (clock_.NowSeconds() > until) return absl::DeadlineExceededError("handshake timed out");
+      return client_->AbortStatus();
+    };
+    const absl::Status hs =
+        ReceiveHandshake(*in, left_rank, joined.generation(), options_.token, handshake_check);
+    if (!hs.ok()) {
+      log_(absl::StrCat("refused a data-plane connection: ", hs.message()));
+      continue;
+    }
+    left = *std::move(in);
+  }
+  RingOptions ro;
+  ro.chunk_bytes = options_.chunk_bytes;
+  ro.dtype = options_.wire_dtype;
+  auto ring = std::make_unique<RingAllreduce>(rank, world, std::move(right), std::move(left), ro);
+  if (options_.max_send_rate > 0) ring->set_max_send_rate(options_.max_send_rate);
+  ring_ = std::move(ring);
+  return absl::OkStatus();
+}
+
+absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
+  switch (mode_) {
+    case Mode::kSolo:
+      return absl::OkStatus();
+    case Mode::kHostRing:
+      return RunCollective(
+          [&](const exchange::IoCheck& c) { return ring_->Broadcast(data, 0, c); });
+    case Mode::kStagedRing: {
+      std::vector<float> host(data.size());
+      if (absl::Status s = device_->CopyToHost(data.data(), host.data(), Bytes(data.size()));
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = RunCollective(
+              [&](const exchange::IoCheck& c) { return ring_->Broadcast(host, 0, c); });
+          !s.ok()) {
+        return s;
+      }
+      device_->CopyToDevice(host.data(), data.data(), Bytes(data.size()));
+      return device_->Synchronize();
+    }
+    case Mode::kDevice:
+      return RunCollective([&](const exchange::IoCheck& c) -> absl::Status {
+        if (absl::Status s =
+                device_collective_->Broadcast(data.data(), static_cast<int64_t>(data.size()), 0);
+            !s.ok()) {
+          return s;
+        }
+        absl::StatusOr<int64_t> join = device_collective_->Join();
+        if (!join.ok()) return join.status();
+        return device_collective_->WaitJoined(*join, c);
+      });
+  }
+  return absl::InternalError("unknown allreduce mode");
+}
+
 absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t* step) {
   // Rank 0's step, optimizer step count and whether optimizer state follows,
   // as int64 bits in a float buffer (a broadcast copies bits exactly).
   int64_t meta[4] = {0, 0, 0, 0};
-  const auto states = optimizer_->State();
+  const auto states = optimizer_->State();  // in the device's memory
   if (options_.rank == 0 && !options_.checkpoint_dir.empty()) {
     absl::StatusOr<exchange::CheckpointData> ckpt = exchange::LoadLatestCheckpoint(
         options_.checkpoint_dir, 0, 1, [this](const std::string& w) { log_(w); });
@@ -233,9 +335,10 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
                          " parameters: use "
                          "another --checkpoint-dir or remove it"));
       }
-      std::copy(ckpt->params.begin(), ckpt->params.end(), params.begin());
+      device_->CopyToDevice(ckpt->params.data(), params.data(), Bytes(params.size()));
       for (size_t i = 0; i < states.size(); ++i) {
-        std::copy(ckpt->states[i].begin(), ckpt->states[i].end(), states[i].second.begin());
+        device_->CopyToDevice(ckpt->states[i].data(), states[i].second.data(),
+                              Bytes(states[i].second.size()));
       }
       meta[0] = h.global_step();
       meta[1] = h.optimizer_steps();
@@ -244,18 +347,30 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
       return ckpt.status();
     }
   }
-  float meta_f[8];
-  std::memcpy(meta_f, meta, sizeof(meta));
-  auto bcast = [this](std::span<float> data) {
-    return RunCollective(
-        [&](const exchange::IoCheck& c) { return collective_->Broadcast(data, 0, c); });
-  };
-  if (absl::Status s = bcast(std::span<float>(meta_f, 8)); !s.ok()) return s;
-  if (absl::Status s = bcast(params); !s.ok()) return s;
-  for (auto& [name, buf] : states) {
-    if (absl::Status s = bcast(buf); !s.ok()) return s;
+  if (mode_ != Mode::kSolo) {
+    float meta_f[8];
+    std::memcpy(meta_f, meta, sizeof(meta));
+    if (mode_ == Mode::kDevice) {
+      // The broadcast reads device memory: the meta goes through scalars_.
+      device_->CopyToDevice(meta_f, scalars_.data(), sizeof(meta_f));
+      if (absl::Status s = BroadcastDeviceSpan(std::span<float>(scalars_.data(), 8)); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = device_->CopyToHost(scalars_.data(), meta_f, sizeof(meta_f)); !s.ok()) {
+        return s;
+      }
+    } else if (absl::Status s = RunCollective([&](const exchange::IoCheck& c) {
+                 return ring_->Broadcast(std::span<float>(meta_f, 8), 0, c);
+               });
+               !s.ok()) {
+      return s;
+    }
+    std::memcpy(meta, meta_f, sizeof(meta));
+    if (absl::Status s = BroadcastDeviceSpan(params); !s.ok()) return s;
+    for (auto& [name, buf] : states) {
+      if (absl::Status s = BroadcastDeviceSpan(buf); !s.ok()) return s;
+    }
   }
-  std::memcpy(meta, meta_f, sizeof(meta));
   *step = meta[0];
   optimizer_->set_steps(meta[1]);
   return absl::OkStatus();
@@ -263,6 +378,11 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
 
 absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warning) {
   if (absl::Status s = client_->AbortStatus(); !s.ok()) return s;
+  int64_t started;
+  {
+    std::lock_guard<std::mutex> l(count_mu_);
+    started = collectives_started_;
+  }
   const double waited = clock_.NowSeconds() - started_at;
   if (waited < options_.stall_warning_seconds && waited < options_.peer_timeout_seconds) {
     return absl::OkStatus();
@@ -270,7 +390,7 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
   // Ranks that have not entered this collective, by the latest heartbeats.
   std::vector<PeerView> missing;
   for (const PeerView& p : client_->Peers()) {
-    if (p.rank != options_.rank && p.collectives_started < collectives_started_) {
+    if (p.rank != options_.rank && p.collectives_started < started) {
       missing.push_back(p);
     }
   }
@@ -296,23 +416,40 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
       }
     }
     return client_->ReportAbort(
-        lost,
-        absl::StrCat(lost >= 0 ? absl::StrCat("lost ", options_.names[lost], ": ") : "",
-                     "allreduce #", collectives_started_, " waited ", static_cast<int64_t>(waited),
-                     "s (--peer-timeout ", options_.peer_timeout_seconds, "s) for ", who));
+        lost, absl::StrCat(lost >= 0 ? absl::StrCat("lost ", options_.names[lost], ": ") : "",
+                           "allreduce #", started, " waited ", static_cast<int64_t>(waited),
+                           "s (--peer-timeout ", options_.peer_timeout_seconds, "s) for ", who));
   }
   if (waited >= *next_warning) {
-    log_(absl::StrCat("warning: allreduce #", collectives_started_, " has waited ",
-                      static_cast<int64_t>(waited), "s for: ", who));
+    log_(absl::StrCat("warning: allreduce #", started, " has waited ", static_cast<int64_t>(waited),
+                      "s for: ", who));
     *next_warning += options_.stall_warning_seconds;
   }
   return absl::OkStatus();
 }
 
-absl::Status AllreduceExchange::RunCollective(
-    const std::function<absl::Status(const exchange::IoCheck&)>& op) {
+void AllreduceExchange::CountStarted() {
+  std::lock_guard<std::mutex> l(count_mu_);
   ++collectives_started_;
   client_->SetProgress(collectives_started_, collectives_finished_);
+}
+
+void AllreduceExchange::CountFinished() {
+  std::lock_guard<std::mutex> l(count_mu_);
+  ++collectives_finished_;
+  client_->SetProgress(collectives_started_, collectives_finished_);
+}
+
+absl::Status AllreduceExchange::RunCollective(
+    const std::function<absl::Status(const exchange::IoCheck&)>& op) {
+  CountStarted();
+  absl::Status s = Watch(op);
+  if (s.ok()) CountFinished();
+  return s;
+}
+
+absl::Status AllreduceExchange::Watch(
+    const std::function<absl::Status(const exchange::IoCheck&)>& op) {
   const double t0 = clock_.NowSeconds();
   double next_warning = options_.stall_warning_seconds;
   bool stalled = false;
@@ -332,15 +469,15 @@ absl::Status AllreduceExchange::RunCollective(
     options_.metrics->SetAllreduceStallSeconds(0);
     options_.metrics->SetStalledPeers(0);
   }
-  if (s.ok()) {
-    ++collectives_finished_;
-    client_->SetProgress(collectives_started_, collectives_finished_);
+  if (s.ok() || absl::IsCancelled(s) || absl::IsAborted(s)) return s;
+  // A driver fault or misuse is this rank's own: no peer to blame.
+  if (absl::IsInternal(s) || absl::IsFailedPrecondition(s) || absl::IsInvalidArgument(s) ||
+      absl::IsResourceExhausted(s)) {
     return s;
   }
-  if (absl::IsCancelled(s) || absl::IsAborted(s)) return s;
   // A broken link: report the neighbour and give the job-wide reason (the
   // first lost peer any rank reported), so every rank names the same one.
-  const int peer = collective_->failed_peer();
+  const int peer = ring_ != nullptr ? ring_->failed_peer() : -1;
   return client_->ReportAbort(
       peer, peer >= 0 ? absl::StrCat("lost ", options_.names[static_cast<size_t>(peer)], ": ",
                                      s.message())
@@ -351,86 +488,164 @@ void AllreduceExchange::CommLoop() {
   FlushDenormalsInThisThread();
   const std::vector<Bucket>& buckets = plan_->buckets();
   while (true) {
-    int index;
-    const float* grads;
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return stop_ || done_ < launched_; });
-      if (stop_) return;
-      index = done_;
-      grads = grads_;
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] {
+      return stop_ || (mode_ == Mode::kDevice ? join_watched_ < join_to_watch_ : done_ < launched_);
+    });
+    if (stop_) return;
+    if (mode_ == Mode::kDevice) {
+      const int64_t join = join_to_watch_;
+      const int64_t started = join_started_;
+      l.unlock();
+      const absl::Status s = WatchJoin(join, started);
+      l.lock();
+      if (!s.ok() && error_.ok()) error_ = s;
+      join_watched_ = join;
+      cv_.notify_all();
+      continue;
     }
-    absl::Status s;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      s = error_;
-    }
-    if (s.ok()) {  // after a failure the rest of the step's buckets are skipped
-      const Bucket& b = buckets[static_cast<size_t>(index)];
-      std::span<float> out(reduced_.data() + b.offset, static_cast<size_t>(b.length));
-      std::memcpy(out.data(), grads + b.offset, static_cast<size_t>(b.length) * sizeof(float));
-      const int64_t sent0 = collective_->bytes_sent(), recv0 = collective_->bytes_received();
-      const double t0 = clock_.NowSeconds();
-      s = RunCollective(
-          [&](const exchange::IoCheck& c) { return collective_->AllreduceSum(out, c); });
-      if (s.ok() && options_.metrics != nullptr) {
-        options_.metrics->RecordExchange(
-            metrics::ExchangeOp::kAllreduce, metrics::PeerRole::kWorker, clock_.NowSeconds() - t0,
-            collective_->bytes_sent() - sent0, collective_->bytes_received() - recv0);
-      }
-    }
-    std::lock_guard<std::mutex> l(mu_);
-    if (!s.ok() && error_.ok()) error_ = s;
+    const int index = done_;
+    const float* grads = grads_;
+    absl::Status s = error_;
+    l.unlock();
+    if (s.ok()) s = ReduceBucket(buckets[static_cast<size_t>(index)], index, grads);
+    l.lock();
+    if (!s.ok() && error_.ok()) error_ = s;  // the step's other buckets are skipped
     ++done_;
     cv_.notify_all();
   }
 }
 
-void AllreduceExchange::Launch(int count) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (count > launched_) {
-    launched_ = count;
-    cv_.notify_all();
+absl::Status AllreduceExchange::ReduceBucket(const Bucket& b, int index, const float* grads) {
+  const size_t len = static_cast<size_t>(b.length);
+  float* out;
+  if (mode_ == Mode::kStagedRing) {
+    // The bucket's queued copy to pinned memory must have run.
+    if (absl::Status s = bucket_staged_[static_cast<size_t>(index)]->Wait(); !s.ok()) return s;
+    out = staging_.data() + b.offset;
+  } else {
+    out = reduced_.data() + b.offset;
+    std::memcpy(out, grads + b.offset, Bytes(len));
   }
+  const int64_t sent0 = ring_->bytes_sent(), recv0 = ring_->bytes_received();
+  const double t0 = clock_.NowSeconds();
+  absl::Status s = RunCollective([&](const exchange::IoCheck& c) {
+    return ring_->AllreduceSum(std::span<float>(out, len), c);
+  });
+  if (s.ok() && options_.metrics != nullptr) {
+    options_.metrics->RecordExchange(metrics::ExchangeOp::kAllreduce, metrics::PeerRole::kWorker,
+                                     clock_.NowSeconds() - t0, ring_->bytes_sent() - sent0,
+                                     ring_->bytes_received() - recv0);
+  }
+  return s;
+}
+
+absl::Status AllreduceExchange::WatchJoin(int64_t join, int64_t started) {
+  const int64_t bytes0 = device_collective_->bytes();
+  const double t0 = clock_.NowSeconds();
+  absl::Status s =
+      Watch([&](const exchange::IoCheck& c) { return device_collective_->WaitJoined(join, c); });
+  if (!s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> l(count_mu_);
+    collectives_finished_ = std::max(collectives_finished_, started);
+    client_->SetProgress(collectives_started_, collectives_finished_);
+  }
+  if (options_.metrics != nullptr) {
+    const int64_t moved = device_collective_->bytes() - bytes0;
+    options_.metrics->RecordExchange(metrics::ExchangeOp::kAllreduce, metrics::PeerRole::kWorker,
+                                     clock_.NowSeconds() - t0, moved, moved);
+  }
+  return absl::OkStatus();
+}
+
+void AllreduceExchange::Launch(int count, const float* grads) {
+  const std::vector<Bucket>& buckets = plan_->buckets();
+  int from;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    grads_ = grads;
+    from = launched_;
+    if (count <= from) return;
+  }
+  absl::Status queued;
+  for (int i = from; i < count && (mode_ == Mode::kStagedRing || mode_ == Mode::kDevice); ++i) {
+    const Bucket& b = buckets[static_cast<size_t>(i)];
+    if (mode_ == Mode::kStagedRing) {
+      // Queued behind backward's kernels for this bucket; the thread waits
+      // for the event before it sends.
+      device_->CopyToHostAsync(grads + b.offset, staging_.data() + b.offset,
+                               Bytes(static_cast<size_t>(b.length)));
+      bucket_staged_[static_cast<size_t>(i)]->Record();
+    } else if (queued.ok()) {
+      CountStarted();
+      queued =
+          device_collective_->AllreduceSum(grads + b.offset, reduced_.data() + b.offset, b.length);
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (!queued.ok() && error_.ok()) error_ = queued;
+  launched_ = count;
+  if (mode_ == Mode::kDevice) done_ = count;  // queued is all a step waits for
+  cv_.notify_all();
 }
 
 void AllreduceExchange::GradientsReady(std::span<const float> grads, int64_t ready_from) {
-  if (plan_ == nullptr) return;
+  if (plan_ == nullptr || mode_ == Mode::kSolo) return;
   const int ready = plan_->ReadyCount(ready_from);
   {
     std::lock_guard<std::mutex> l(mu_);
-    grads_ = grads.data();
     if (ready > launched_) early_ += ready - launched_;
   }
-  Launch(ready);
+  Launch(ready, grads.data());
 }
 
 absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const float> grads,
                                                 std::span<float> params) {
   if (plan_ == nullptr) return absl::FailedPreconditionError("Step before Start");
-  if (grads.size() != params.size() || grads.size() != reduced_.size()) {
+  if (grads.size() != params.size() || grads.size() != optimizer_->size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gradient of ", grads.size(), " values for a model of ", reduced_.size()));
+        absl::StrCat("gradient of ", grads.size(), " values for a model of ", optimizer_->size()));
   }
-  const int all = static_cast<int>(plan_->buckets().size());
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    grads_ = grads.data();
+  const float lr = schedule_.At(step);
+  if (mode_ == Mode::kSolo) {
+    optimizer_->Apply(params, grads, lr, 1.0f);
+  } else {
+    const int all = static_cast<int>(plan_->buckets().size());
+    Launch(all, grads.data());
+    absl::Status error;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return done_ == all; });
+      error = error_;
+      error_ = absl::OkStatus();
+      launched_ = done_ = 0;
+    }
+    if (!error.ok()) return error;
+    int64_t join = 0;
+    if (mode_ == Mode::kStagedRing) {
+      device_->CopyToDeviceAsync(staging_.data(), reduced_.data(), Bytes(params.size()));
+    } else if (mode_ == Mode::kDevice) {
+      absl::StatusOr<int64_t> j = device_collective_->Join();
+      if (!j.ok()) return j.status();
+      join = *j;
+    }
+    optimizer_->Apply(params, std::span<const float>(reduced_.data(), params.size()), lr,
+                      1.0f / static_cast<float>(world_size()));
+    if (mode_ == Mode::kDevice) {
+      // Run at most one step ahead of the collectives the thread has seen
+      // finish: wait for the previous step's, then hand it this one's.
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return join_watched_ >= join_to_watch_ || !error_.ok(); });
+      if (!error_.ok()) return error_;
+      join_to_watch_ = join;
+      {
+        std::lock_guard<std::mutex> c(count_mu_);
+        join_started_ = collectives_started_;
+      }
+      cv_.notify_all();
+    }
   }
-  Launch(all);
-  absl::Status error;
-  {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return done_ == all; });
-    error = error_;
-    error_ = absl::OkStatus();
-    launched_ = done_ = 0;
-  }
-  if (!error.ok()) return error;
-  const float scale = 1.0f / static_cast<float>(world_size());
-  float* g = reduced_.data();
-  for (size_t i = 0; i < reduced_.size(); ++i) g[i] *= scale;
-  optimizer_->Apply(params, std::span<const float>(g, reduced_.size()), schedule_.At(step));
   const int64_t next = step + 1;
   if (options_.rank == 0 && !options_.checkpoint_dir.empty() &&
       (next == options_.total_steps ||
@@ -456,10 +671,27 @@ absl::Status AllreduceExchange::WriteCheckpoint(std::span<const float> params, i
   h.set_total_steps(options_.total_steps);
   h.set_optimizer(options_.optimizer.kind);
   h.set_optimizer_steps(optimizer_->steps());
-  view.params = params;
+  // Device tensors are written from host copies (the copy waits for the
+  // step's queued update).
+  std::vector<std::vector<float>> host;
+  auto readable = [&](std::span<const float> data) -> absl::StatusOr<std::span<const float>> {
+    if (device_->host_memory()) return data;
+    host.emplace_back(data.size());
+    if (absl::Status s = device_->CopyToHost(data.data(), host.back().data(), Bytes(data.size()));
+        !s.ok()) {
+      return s;
+    }
+    return std::span<const float>(host.back());
+  };
+  host.reserve(4);
+  absl::StatusOr<std::span<const float>> p = readable(params);
+  if (!p.ok()) return p.status();
+  view.params = *p;
   for (auto& [name, buf] : optimizer_->State()) {
+    absl::StatusOr<std::span<const float>> b = readable(buf);
+    if (!b.ok()) return b.status();
     h.add_state_names(name);
-    view.states.push_back(buf);
+    view.states.push_back(*b);
   }
   absl::StatusOr<std::string> path =
       exchange::WriteCheckpoint(options_.checkpoint_dir, view, options_.keep_checkpoints);
@@ -473,12 +705,36 @@ absl::Status AllreduceExchange::WriteCheckpoint(std::span<const float> params, i
 
 absl::Status AllreduceExchange::Finish() {
   if (plan_ == nullptr) return absl::FailedPreconditionError("Finish before Start");
+  if (mode_ == Mode::kSolo) {
+    client_->StopHeartbeats();
+    return absl::OkStatus();
+  }
   // Every rank reaches the end before any goes away: a one-value allreduce
   // is the barrier (the communication thread is idle between steps).
   float token = 1;
-  absl::Status s = RunCollective([&](const exchange::IoCheck& c) {
-    return collective_->AllreduceSum(std::span<float>(&token, 1), c);
-  });
+  absl::Status s;
+  if (mode_ == Mode::kDevice) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return join_watched_ >= join_to_watch_ || !error_.ok(); });
+      if (!error_.ok()) return error_;
+    }
+    device_->CopyToDevice(&token, scalars_.data(), sizeof(token));
+    s = RunCollective([&](const exchange::IoCheck& c) -> absl::Status {
+      if (absl::Status q = device_collective_->AllreduceSum(scalars_.data(), scalars_.data(), 1);
+          !q.ok()) {
+        return q;
+      }
+      absl::StatusOr<int64_t> join = device_collective_->Join();
+      if (!join.ok()) return join.status();
+      return device_collective_->WaitJoined(*join, c);
+    });
+    if (s.ok()) s = device_->CopyToHost(scalars_.data(), &token, sizeof(token));
+  } else {
+    s = RunCollective([&](const exchange::IoCheck& c) {
+      return ring_->AllreduceSum(std::span<float>(&token, 1), c);
+    });
+  }
   if (!s.ok()) return s;
   if (token != static_cast<float>(world_size())) {
     return absl::DataLossError(

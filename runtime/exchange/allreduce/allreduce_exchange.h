@@ -1,16 +1,33 @@
 // AllreduceExchange: data-parallel training without parameter servers, as
 // Horovod and PyTorch DDP do it. Every rank holds the whole model and its
-// own optimizer; gradients are summed across ranks by a Collective (TCP
-// ring on CPUs, NCCL on GPUs), averaged, and applied identically
-// everywhere, so parameters stay bit-identical without being sent again.
+// own optimizer; gradients are summed across ranks, averaged, and applied
+// identically everywhere, so parameters stay bit-identical without being
+// sent again.
 //
-//  - Start: rank 0 serves the rendezvous, every rank joins it, the ring is
-//    connected (each link checked for the job token and the generation),
-//    and rank 0 broadcasts the parameters, the optimizer state and the step
-//    to continue from: the newest valid checkpoint's when there is one.
-//  - Buckets overlap backward: GradientsReady() hands each finished bucket
-//    (bucket_plan.h) to a communication thread at once; Step() waits only
-//    for what is still in flight, then applies the optimizer.
+// Parameters, gradients and optimizer state stay in the memory of the
+// model's device (options.device; host memory without one), and the
+// optimizer runs there. The sum is one of:
+//  - a world of one rank: none (nothing to exchange): the optimizer applies
+//    the gradient where it is;
+//  - NCCL (collective_backend.h picks it when every rank has a GPU of its
+//    own): a DeviceCollective over the device's memory, queued as each
+//    bucket is ready; the host never waits for it, except that a step does
+//    not run more than one step ahead of the collectives the communication
+//    thread has seen finish (it watches them for a lost peer);
+//  - the TCP ring over host memory: in place for host tensors; GPU tensors
+//    are copied bucket by bucket to pinned host memory as backward finishes
+//    them (queued copies; the communication thread waits for each bucket's
+//    event, then sends it), and the sum is copied back in one queued copy.
+//
+//  - Start: rank 0 serves the rendezvous, every rank joins it with the UUID
+//    of its GPU, all pick the same backend from the world's devices, the
+//    ring is connected (each link checked for the job token and the
+//    generation), and rank 0 broadcasts the parameters, the optimizer state
+//    and the step to continue from: the newest valid checkpoint's when
+//    there is one.
+//  - Buckets overlap backward: GradientsReady() starts each finished bucket
+//    (bucket_plan.h) at once; Step() waits only for what is still in
+//    flight, then queues the optimizer.
 //  - Stalls: while a collective waits longer than --stall-warning, the rank
 //    logs which ranks have not joined it (by replica name, from the
 //    rendezvous heartbeats) and exports it; after --peer-timeout, or at once
@@ -35,11 +52,12 @@
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/allreduce/bucket_plan.h"
 #include "runtime/exchange/allreduce/collective.h"
+#include "runtime/exchange/allreduce/device_collective.h"
 #include "runtime/exchange/allreduce/rendezvous_client.h"
 #include "runtime/exchange/allreduce/rendezvous_server.h"
 #include "runtime/exchange/exchange.h"
 #include "runtime/metrics/runtime_metrics.h"
-#include "runtime/tensor/aligned_buffer.h"
+#include "runtime/tensor/compute_device.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
 
@@ -65,8 +83,14 @@ struct AllreduceExchangeOptions {
   int64_t chunk_bytes = 1 << 20;
   v1::WireDType wire_dtype = v1::WIRE_DTYPE_F32;
   std::string backend = "auto";  // auto | ring | nccl
-  bool tensors_on_gpu = false;
-  int gpu_device = 0;
+  // Where the parameters and gradients live and the optimizer runs (the
+  // model's device; borrowed, must outlive the exchange). nullptr: host
+  // memory, on a CPU device of the exchange's own.
+  ComputeDevice* device = nullptr;
+  // Tests: a DeviceCollective to use where NCCL would be (rank, world,
+  // rank 0's NCCL id); it is then treated as compiled in.
+  std::function<absl::StatusOr<std::unique_ptr<DeviceCollective>>(int, int, const std::string&)>
+      device_collective_for_test;
   train::OptimizerOptions optimizer;
   int64_t total_steps = 0;     // recorded in checkpoints
   std::string checkpoint_dir;  // rank 0; empty: no checkpoints, no resume
@@ -102,15 +126,38 @@ class AllreduceExchange final : public exchange::Exchange {
   int64_t buckets_started_early() const { return early_.load(); }
 
  private:
-  absl::Status Connect(const v1::JoinResponse& world);
+  // The ring: connected to the neighbours of this generation.
+  absl::Status ConnectRing(const v1::JoinResponse& world, exchange::TcpListener& listener);
   absl::Status BroadcastState(std::span<float> params, int64_t* step);
+  // data <- rank 0's, for spans in the device's memory.
+  absl::Status BroadcastDeviceSpan(std::span<float> data);
   absl::Status WriteCheckpoint(std::span<const float> params, int64_t step);
   void CommLoop();
-  // Runs one collective with stall detection; on failure, the reason every
-  // rank gives for the lost peer.
+  // The ring: sums bucket `b` (number `index`) of the step in host memory.
+  absl::Status ReduceBucket(const Bucket& b, int index, const float* grads);
+  // NCCL: waits for the collectives of join `join`, the first `started`
+  // collectives of this rank.
+  absl::Status WatchJoin(int64_t join, int64_t started);
+  // Runs one collective (counted) with stall detection; on failure, the
+  // reason every rank gives for the lost peer.
   absl::Status RunCollective(const std::function<absl::Status(const exchange::IoCheck&)>& op);
+  // The same without counting (a wait for collectives counted as queued).
+  absl::Status Watch(const std::function<absl::Status(const exchange::IoCheck&)>& op);
   absl::Status StallCheck(double started_at, double* next_warning);
-  void Launch(int count);
+  // Starts buckets [launched_, count) of the step whose gradient is grads.
+  void Launch(int count, const float* grads);
+  // A collective (or a watched join) started / finished, for the
+  // rendezvous heartbeats and the stall check. The communication thread
+  // and the trainer's both count.
+  void CountStarted();
+  void CountFinished();
+
+  enum class Mode {
+    kSolo,        // one rank: no collectives
+    kHostRing,    // the ring on the tensors' own host memory
+    kStagedRing,  // the ring on pinned host copies of device tensors
+    kDevice,      // a DeviceCollective (NCCL)
+  };
 
   const AllreduceExchangeOptions options_;
   const train::LrSchedule schedule_;
@@ -118,29 +165,40 @@ class AllreduceExchange final : public exchange::Exchange {
   const std::function<void(const std::string&)> log_;
   const uint64_t incarnation_;
   std::string backend_;
+  Mode mode_ = Mode::kSolo;
 
+  std::unique_ptr<ComputeDevice> own_device_;  // when options_.device is null
+  ComputeDevice* device_ = nullptr;
   std::unique_ptr<RendezvousServer> server_;
   std::unique_ptr<RendezvousClient> client_;
-  std::unique_ptr<Collective> collective_;
+  std::unique_ptr<Collective> ring_;
+  std::unique_ptr<DeviceCollective> device_collective_;
   std::unique_ptr<train::Optimizer> optimizer_;
   std::unique_ptr<BucketPlan> plan_;
-  AlignedBuffer reduced_;  // the summed (then averaged) gradient
-  int64_t collectives_started_ = 0, collectives_finished_ = 0;
+  DeviceBuffer reduced_;  // the summed gradient, in the device's memory (not kSolo)
+  DeviceBuffer scalars_;  // 8 floats of device memory: the broadcast meta, the final barrier
+  DeviceBuffer staging_;  // kStagedRing: pinned host memory the ring sums in
+  std::vector<std::unique_ptr<DeviceEvent>> bucket_staged_;  // kStagedRing: per bucket
   double last_checkpoint_time_ = 0;
   int64_t last_checkpoint_step_ = -1;
   std::atomic<int64_t> early_{0};
   std::mutex joined_mu_;
   bool joined_ = false;  // guarded by joined_mu_; client_ and server_ are set then
+  std::mutex count_mu_;
+  int64_t collectives_started_ = 0, collectives_finished_ = 0;  // guarded by count_mu_
 
-  // Communication thread.
+  // Communication thread: the ring's buckets, or the NCCL joins it watches.
   std::thread comm_;
   std::mutex mu_;
   std::condition_variable cv_;
   const float* grads_ = nullptr;  // guarded by mu_
   int launched_ = 0;              // buckets handed to the thread this step
   int done_ = 0;                  // buckets it finished this step
+  int64_t join_to_watch_ = 0;     // kDevice: the last join handed to the thread
+  int64_t join_watched_ = 0;      // kDevice: the last join it saw finish
+  int64_t join_started_ = 0;      // kDevice: collectives queued before join_to_watch_
   bool stop_ = false;
-  absl::Status error_;  // first failure this step
+  absl::Status error_;  // first failure this step (kDevice: of any watched join)
 };
 
 }  // namespace kubetrain::allreduce

@@ -1,33 +1,62 @@
 // Which allreduce backend a job uses, decided here and nowhere else:
 // candidates in order, the first that applies wins.
-//   1. nccl: the tensors are on GPUs and this build has CUDA (NCCL).
-//   2. ring: the TCP ring on CPUs; always available.
+//   1. nccl: every rank's tensors are on a GPU of its own (their device
+//      UUIDs, exchanged at the rendezvous, all differ), this build has CUDA
+//      and rank 0 made an NCCL id. Ranks that share a GPU (`kubetrain run`
+//      on a one-GPU workstation) cannot form an NCCL communicator.
+//   2. ring: the TCP ring over host memory (GPU tensors staged through
+//      pinned buffers); always available.
+// A world of one rank exchanges nothing, so `auto` gives it the ring (no
+// communicator to set up); a named backend still runs it.
 // `--allreduce-backend auto|ring|nccl` may name one; naming one that cannot
-// run is an error with the reason. The only `#ifdef KUBETRAIN_WITH_CUDA` of
-// the allreduce code lives in the .cc. Thread-safe.
+// run is FailedPrecondition with the reason (a permanent exit 1: the same
+// spec fails the same way on a restart). Every rank decides from the same
+// world, so all agree. The only `#ifdef KUBETRAIN_WITH_CUDA` of the
+// allreduce code lives in the .cc. Thread-safe.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_COLLECTIVE_BACKEND_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_COLLECTIVE_BACKEND_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/exchange/allreduce/collective.h"
+#include "runtime/exchange/allreduce/device_collective.h"
+#include "runtime/tensor/compute_device.h"
 
 namespace kubetrain::allreduce {
 
 // Whether this build can run NCCL at all.
 bool NcclCompiledIn();
 
-// "ring" or "nccl" for `requested` ("auto", "ring", "nccl").
-absl::StatusOr<std::string> ChooseCollectiveBackend(const std::string& requested,
-                                                    bool tensors_on_gpu);
+// One rank as the choice sees it.
+struct RankDevice {
+  std::string name;      // "worker-1"
+  std::string gpu_uuid;  // the GPU of its tensors; empty: host memory
+};
+
+struct BackendChoice {
+  std::string backend;  // "nccl" or "ring"
+  std::string reason;   // why, for the log line every rank prints
+};
+
+// This rank alone, before it joins: `requested` must be auto, ring or nccl,
+// and nccl needs a build with CUDA and this rank's tensors on a GPU.
+absl::Status CheckRequestedBackend(const std::string& requested, bool tensors_on_gpu);
+
+// The backend of a world (rank order), from what the rendezvous gathered.
+absl::StatusOr<BackendChoice> ChooseCollectiveBackend(const std::string& requested,
+                                                      bool nccl_compiled_in,
+                                                      const std::vector<RankDevice>& world,
+                                                      bool have_nccl_id);
 
 // NCCL pieces, Unimplemented without CUDA.
 absl::StatusOr<std::string> NewNcclUniqueId();
-absl::StatusOr<std::unique_ptr<Collective>> MakeNcclCollective(int rank, int world,
-                                                               const std::string& unique_id,
-                                                               int device);
+// Joins the communicator on `device` (a GPU; borrowed, must outlive it),
+// queuing on its stream; blocks until every rank joins.
+absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(int rank, int world,
+                                                                     const std::string& unique_id,
+                                                                     ComputeDevice& device);
 
 }  // namespace kubetrain::allreduce
 

@@ -5,140 +5,210 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/nccl_status.h"
 
 namespace kubetrain::allreduce {
-namespace {
 
-absl::Status CudaError(cudaError_t e, const char* what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
-absl::Status NcclError(ncclResult_t r, const char* what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", ncclGetErrorString(r)));
-}
-
-}  // namespace
+using exchange::CudaStatus;
+using exchange::NcclStatus;
 
 struct NcclCollective::Impl {
   int device = 0;
+  cudaStream_t compute = nullptr;  // the device's; borrowed
+  cudaStream_t stream = nullptr;   // the collectives'
+  cudaEvent_t fork = nullptr;      // compute's work so far, before a collective
+  cudaEvent_t joins[kWaitableJoins] = {};
+  int64_t joined = 0;  // joins recorded
+  // Guards comm against ncclCommAbort (Shutdown, any thread) while a call
+  // queues on it.
+  std::mutex mu;
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  float* buffer = nullptr;
-  size_t capacity = 0;  // elements
   std::atomic<bool> aborted{false};
 };
 
 absl::StatusOr<std::string> NcclCollective::NewUniqueId() {
   ncclUniqueId id;
-  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-    return NcclError(r, "ncclGetUniqueId");
-  }
+  if (absl::Status s = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) return s;
   return std::string(id.internal, sizeof(id.internal));
 }
 
 absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(int rank, int world,
                                                                        const std::string& unique_id,
-                                                                       int device) {
+                                                                       ComputeDevice& device) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL unique id has ", unique_id.size(),
                                                    " bytes, expected ", sizeof(id.internal)));
   }
+  if (device.host_memory() || device.native_queue() == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("NCCL needs a GPU; ", device.info().Id(), " is not one"));
+  }
   std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
   auto impl = std::make_unique<Impl>();
-  impl->device = device;
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return CudaError(e, "cudaSetDevice");
-  if (cudaError_t e = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
-      e != cudaSuccess) {
-    return CudaError(e, "cudaStreamCreate");
-  }
-  if (ncclResult_t r = ncclCommInitRank(&impl->comm, world, id, rank); r != ncclSuccess) {
-    cudaStreamDestroy(impl->stream);
-    return NcclError(r, "ncclCommInitRank");
-  }
+  impl->device = device.info().index;
+  impl->compute = static_cast<cudaStream_t>(device.native_queue());
+  // Every handle is kept as soon as it exists, so ~NcclCollective frees
+  // whatever a failure part-way through left.
   std::unique_ptr<NcclCollective> c(new NcclCollective(std::move(impl)));
-  c->world_ = world;
+  Impl& m = *c->impl_;
+  if (absl::Status s = CudaStatus(cudaSetDevice(m.device), "cudaSetDevice"); !s.ok()) return s;
+  if (absl::Status s =
+          CudaStatus(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "NCCL stream");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CudaStatus(cudaEventCreateWithFlags(&m.fork, cudaEventDisableTiming), "NCCL event");
+      !s.ok()) {
+    return s;
+  }
+  for (cudaEvent_t& e : m.joins) {
+    if (absl::Status s =
+            CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "NCCL event");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = NcclStatus(
+          ncclCommInitRank(&m.comm, world, id, rank),
+          absl::StrCat("ncclCommInitRank (rank ", rank, " of ", world, " on cuda:", m.device, ")"));
+      !s.ok()) {
+    m.comm = nullptr;
+    return s;
+  }
   return c;
 }
 
 NcclCollective::NcclCollective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 NcclCollective::~NcclCollective() {
-  if (impl_ == nullptr) return;
-  cudaSetDevice(impl_->device);
-  if (impl_->comm != nullptr) {
-    if (impl_->aborted) {
-      ncclCommAbort(impl_->comm);
+  Impl& m = *impl_;
+  cudaSetDevice(m.device);
+  if (m.comm != nullptr) {
+    if (m.aborted) {
+      ncclCommAbort(m.comm);
     } else {
-      ncclCommDestroy(impl_->comm);
+      if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
+      ncclCommDestroy(m.comm);
     }
   }
-  if (impl_->buffer != nullptr) cudaFree(impl_->buffer);
-  if (impl_->stream != nullptr) cudaStreamDestroy(impl_->stream);
+  for (cudaEvent_t e : m.joins) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (m.fork != nullptr) cudaEventDestroy(m.fork);
+  if (m.stream != nullptr) cudaStreamDestroy(m.stream);
 }
 
-void NcclCollective::Shutdown() { impl_->aborted = true; }
+void NcclCollective::Shutdown() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (m.aborted.exchange(true) || m.comm == nullptr) return;
+  // Ends kernels waiting on a lost peer, so the device's stream (and any
+  // host wait on it) moves on, with an error.
+  cudaSetDevice(m.device);
+  ncclCommAbort(m.comm);
+  m.comm = nullptr;
+}
 
-absl::Status NcclCollective::Run(std::span<float> data, bool allreduce, int root,
-                                 const exchange::IoCheck& check) {
-  if (data.empty()) return absl::OkStatus();
-  if (impl_->aborted) return absl::AbortedError("the NCCL communicator was shut down");
-  cudaSetDevice(impl_->device);
-  if (data.size() > impl_->capacity) {
-    if (impl_->buffer != nullptr) cudaFree(impl_->buffer);
-    impl_->buffer = nullptr;
-    if (cudaError_t e = cudaMalloc(&impl_->buffer, data.size() * sizeof(float)); e != cudaSuccess) {
-      impl_->capacity = 0;
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", data.size() * sizeof(float),
-                       " bytes of GPU memory for an allreduce bucket (lower --bucket-mb): ",
-                       cudaGetErrorString(e)));
-    }
-    impl_->capacity = data.size();
+absl::Status NcclCollective::Fork() {
+  Impl& m = *impl_;
+  if (absl::Status s = CudaStatus(cudaSetDevice(m.device), "cudaSetDevice"); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaEventRecord(m.fork, m.compute), "NCCL fork"); !s.ok()) {
+    return s;
   }
-  const size_t bytes = data.size() * sizeof(float);
-  cudaMemcpyAsync(impl_->buffer, data.data(), bytes, cudaMemcpyHostToDevice, impl_->stream);
-  ncclResult_t r = allreduce ? ncclAllReduce(impl_->buffer, impl_->buffer, data.size(), ncclFloat,
-                                             ncclSum, impl_->comm, impl_->stream)
-                             : ncclBroadcast(impl_->buffer, impl_->buffer, data.size(), ncclFloat,
-                                             root, impl_->comm, impl_->stream);
-  if (r != ncclSuccess) return NcclError(r, allreduce ? "ncclAllReduce" : "ncclBroadcast");
-  cudaMemcpyAsync(data.data(), impl_->buffer, bytes, cudaMemcpyDeviceToHost, impl_->stream);
-  // Poll instead of blocking so a lost peer (the caller's check) can abort
-  // the communicator rather than hang in NCCL forever.
-  while (true) {
-    const cudaError_t q = cudaStreamQuery(impl_->stream);
-    if (q == cudaSuccess) break;
-    if (q != cudaErrorNotReady) return CudaError(q, "NCCL stream");
-    ncclResult_t async_error = ncclSuccess;
-    ncclCommGetAsyncError(impl_->comm, &async_error);
-    if (async_error != ncclSuccess) {
-      impl_->aborted = true;
-      return NcclError(async_error, "NCCL");
-    }
-    if (check) {
-      if (absl::Status s = check(); !s.ok()) {
-        impl_->aborted = true;
-        return s;
-      }
-    }
-    if (impl_->aborted) return absl::AbortedError("the NCCL communicator was shut down");
-    std::this_thread::sleep_for(std::chrono::microseconds(200));  // stream poll interval
+  return CudaStatus(cudaStreamWaitEvent(m.stream, m.fork, 0), "NCCL fork");
+}
+
+absl::Status NcclCollective::AllreduceSum(const float* in, float* out, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
+  if (absl::Status s = Fork(); !s.ok()) return s;
+  if (absl::Status s = NcclStatus(
+          ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, m.comm, m.stream),
+          "ncclAllReduce");
+      !s.ok()) {
+    return s;
   }
-  bytes_ += static_cast<int64_t>(bytes);
+  bytes_ += n * static_cast<int64_t>(sizeof(float));
   return absl::OkStatus();
 }
 
-absl::Status NcclCollective::AllreduceSum(std::span<float> data, const exchange::IoCheck& check) {
-  return Run(data, /*allreduce=*/true, 0, check);
+absl::Status NcclCollective::Broadcast(float* data, int64_t n, int root) {
+  if (n <= 0) return absl::OkStatus();
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
+  if (absl::Status s = Fork(); !s.ok()) return s;
+  if (absl::Status s = NcclStatus(
+          ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat, root, m.comm, m.stream),
+          "ncclBroadcast");
+      !s.ok()) {
+    return s;
+  }
+  bytes_ += n * static_cast<int64_t>(sizeof(float));
+  return absl::OkStatus();
 }
 
-absl::Status NcclCollective::Broadcast(std::span<float> data, int root,
-                                       const exchange::IoCheck& check) {
-  return Run(data, /*allreduce=*/false, root, check);
+absl::StatusOr<int64_t> NcclCollective::Join() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
+  cudaEvent_t e = m.joins[m.joined % kWaitableJoins];
+  if (absl::Status s = CudaStatus(cudaSetDevice(m.device), "cudaSetDevice"); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaEventRecord(e, m.stream), "NCCL join"); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaStreamWaitEvent(m.compute, e, 0), "NCCL join"); !s.ok()) {
+    return s;
+  }
+  return ++m.joined;
+}
+
+absl::Status NcclCollective::WaitJoined(int64_t join, const exchange::IoCheck& check) {
+  Impl& m = *impl_;
+  if (join <= 0) return absl::OkStatus();
+  cudaEvent_t e;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (join > m.joined || join <= m.joined - kWaitableJoins) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("NCCL join ", join, " cannot be waited for (", m.joined, " recorded)"));
+    }
+    e = m.joins[(join - 1) % kWaitableJoins];
+  }
+  cudaSetDevice(m.device);  // this thread may not have used the GPU yet
+  // Poll instead of blocking, so that a lost peer (the caller's check, or
+  // the communicator's own error) aborts the communicator rather than hang.
+  auto poll = std::chrono::microseconds(20);
+  while (true) {
+    const cudaError_t q = cudaEventQuery(e);
+    if (q == cudaSuccess) return absl::OkStatus();
+    if (q != cudaErrorNotReady) return CudaStatus(q, "NCCL collectives");
+    if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
+    ncclResult_t async_error = ncclSuccess;
+    {
+      std::lock_guard<std::mutex> l(m.mu);
+      if (m.comm != nullptr) ncclCommGetAsyncError(m.comm, &async_error);
+    }
+    if (async_error != ncclSuccess && async_error != ncclInProgress) {
+      absl::Status s = NcclStatus(async_error, "NCCL");
+      Shutdown();
+      return s;
+    }
+    if (check) {
+      if (absl::Status s = check(); !s.ok()) {
+        Shutdown();
+        return s;
+      }
+    }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(poll * 2, std::chrono::microseconds(1000));  // back off to 1 ms
+  }
 }
 
 }  // namespace kubetrain::allreduce

@@ -35,6 +35,7 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
   req.set_world_size(options_.world_size);
   req.set_name(options_.name);
   req.set_data_address(options_.data_address);
+  req.set_device_uuid(options_.device_uuid);
   req.set_incarnation(options_.incarnation);
   std::string last_error;
   double last_log = clock_.NowSeconds();

@@ -30,6 +30,7 @@ struct RendezvousClientOptions {
   std::string name;          // this replica, e.g. "worker-1"
   std::string rank0_name;    // for messages when rank 0 is the one lost
   std::string data_address;  // this rank's data-plane host:port
+  std::string device_uuid;   // the GPU of this rank's tensors; empty: host memory
   uint64_t incarnation = 1;
   double join_timeout_seconds = 300;
   double peer_timeout_seconds = 120;

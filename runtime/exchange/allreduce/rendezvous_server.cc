@@ -100,6 +100,7 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
   r.info.set_name(options_.names[static_cast<size_t>(req->rank())]);
   r.info.set_data_address(req->data_address());
   r.info.set_incarnation(req->incarnation());
+  r.info.set_device_uuid(req->device_uuid());
   r.last_seen = now;
   if (std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& s) { return s.joined; })) {
     formed_ = true;

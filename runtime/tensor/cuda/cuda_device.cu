@@ -27,19 +27,76 @@ __global__ void ForEachIndex(int64_t n, F f) {
   if (i < n) f(i);
 }
 
-__global__ void SoftmaxCrossEntropyKernel(const float* logits, int64_t n, int64_t k,
-                                          const int32_t* labels, float* grad, double* loss,
-                                          int32_t* correct) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  bool ok = false;
-  loss[i] = kernels::SoftmaxCrossEntropyRow(logits + i * k, k, labels[i], static_cast<double>(n),
+// The batch's loss in one block: each thread takes rows t, t + 256, ...,
+// then a fixed tree adds the threads' sums, so the result is the same on
+// every run (no atomics), and sums[] gets one add each.
+constexpr int kLossThreads = 256;
+__global__ void SoftmaxCrossEntropySumKernel(const float* logits, int64_t n, int64_t k,
+                                             const int32_t* labels, float* grad, double* sums) {
+  __shared__ double loss_part[kLossThreads];
+  __shared__ double correct_part[kLossThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  double loss = 0, correct = 0;
+  for (int64_t i = t; i < n; i += kLossThreads) {
+    bool ok = false;
+    loss += kernels::SoftmaxCrossEntropyRow(logits + i * k, k, labels[i], static_cast<double>(n),
                                             grad == nullptr ? nullptr : grad + i * k, &ok);
-  correct[i] = ok ? 1 : 0;
+    correct += ok ? 1.0 : 0.0;
+  }
+  loss_part[t] = loss;
+  correct_part[t] = correct;
+  __syncthreads();
+  for (int s = kLossThreads / 2; s > 0; s /= 2) {
+    if (t < s) {
+      loss_part[t] += loss_part[t + s];
+      correct_part[t] += correct_part[t + s];
+    }
+    __syncthreads();
+  }
+  if (t == 0) {
+    sums[0] += loss_part[0];
+    sums[1] += correct_part[0];
+  }
 }
 
 void FreeDevice(void* p) { cudaFree(p); }
 void FreePinned(void* p) { cudaFreeHost(p); }
+
+// A CUDA event on one device's stream (device_event.h).
+class CudaEvent final : public DeviceEvent {
+ public:
+  CudaEvent(int device, cudaStream_t stream, cudaEvent_t event)
+      : device_(device), stream_(stream), event_(event) {}
+  ~CudaEvent() override {
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+  }
+  void Record() override {
+    cudaSetDevice(device_);
+    recorded_ = cudaEventRecord(event_, stream_);
+  }
+  bool Done() override {
+    cudaSetDevice(device_);
+    return cudaEventQuery(event_) != cudaErrorNotReady;
+  }
+  absl::Status Wait() override {
+    // The waiting thread may be one that never used this GPU.
+    cudaSetDevice(device_);
+    cudaError_t e = recorded_;
+    if (e == cudaSuccess) e = cudaEventSynchronize(event_);
+    if (e != cudaSuccess) {
+      return absl::InternalError(
+          absl::StrCat("cuda:", device_, ": waiting for queued work: ", cudaGetErrorString(e)));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const int device_;
+  const cudaStream_t stream_;
+  const cudaEvent_t event_;
+  cudaError_t recorded_ = cudaSuccess;
+};
 
 class CudaDevice final : public ComputeDevice {
  public:
@@ -104,6 +161,32 @@ class CudaDevice final : public ComputeDevice {
     }
     return Synchronize();
   }
+
+  void CopyToHostAsync(const void* device, void* host, size_t bytes) override {
+    if (bytes == 0) return;
+    Current();
+    Note(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_),
+         "queued copy to host");
+  }
+
+  void CopyToDeviceAsync(const void* host, void* device, size_t bytes) override {
+    if (bytes == 0) return;
+    Current();
+    Note(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_),
+         "queued copy to device");
+  }
+
+  absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() override {
+    Current();
+    cudaEvent_t e = nullptr;
+    if (cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); r != cudaSuccess) {
+      return absl::InternalError(
+          absl::StrCat(info_.Id(), ": cudaEventCreate: ", cudaGetErrorString(r)));
+    }
+    return std::unique_ptr<DeviceEvent>(new CudaEvent(info_.index, stream_, e));
+  }
+
+  void* native_queue() override { return stream_; }
 
   void Copy(const float* src, float* dst, int64_t n) override {
     if (n <= 0 || src == dst) return;
@@ -201,41 +284,28 @@ class CudaDevice final : public ComputeDevice {
 
   absl::StatusOr<LossSums> SoftmaxCrossEntropy(const float* logits, int64_t n, int64_t k,
                                                const int32_t* host_labels, float* grad) override {
-    // Scratch: labels, then per-row losses (double) and correct flags.
-    const size_t labels_bytes = static_cast<size_t>(n) * sizeof(int32_t);
-    const size_t loss_offset = (labels_bytes + 7) / 8 * 8;
-    const size_t correct_offset = loss_offset + static_cast<size_t>(n) * sizeof(double);
-    const size_t bytes = correct_offset + static_cast<size_t>(n) * sizeof(int32_t);
+    // Scratch: the two sums, then the labels.
+    const size_t labels_offset = 2 * sizeof(double);
+    const size_t bytes = labels_offset + static_cast<size_t>(n) * sizeof(int32_t);
     if (absl::Status s = EnsureBytes(*this, scratch_, bytes); !s.ok()) return s;
     char* base = static_cast<char*>(static_cast<void*>(scratch_.data()));
-    int32_t* labels = reinterpret_cast<int32_t*>(base);
-    double* loss = reinterpret_cast<double*>(base + loss_offset);
-    int32_t* correct = reinterpret_cast<int32_t*>(base + correct_offset);
-    CopyToDevice(host_labels, labels, labels_bytes);
-    if (n > 0) {
-      Current();
-      SoftmaxCrossEntropyKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
-                                  stream_>>>(logits, n, k, labels, grad, loss, correct);
-      Note(cudaGetLastError(), "softmax cross-entropy launch");
-    }
-    host_loss_.resize(static_cast<size_t>(n));
-    host_correct_.resize(static_cast<size_t>(n));
-    if (absl::Status s =
-            CopyToHost(loss, host_loss_.data(), static_cast<size_t>(n) * sizeof(double));
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s =
-            CopyToHost(correct, host_correct_.data(), static_cast<size_t>(n) * sizeof(int32_t));
-        !s.ok()) {
-      return s;
-    }
-    LossSums sums;
-    for (int64_t i = 0; i < n; ++i) {
-      sums.loss += host_loss_[static_cast<size_t>(i)];
-      sums.correct += host_correct_[static_cast<size_t>(i)];
-    }
-    return sums;
+    double* sums = reinterpret_cast<double*>(base);
+    int32_t* labels = reinterpret_cast<int32_t*>(base + labels_offset);
+    Current();
+    Note(cudaMemsetAsync(sums, 0, 2 * sizeof(double), stream_), "loss scratch");
+    CopyToDevice(host_labels, labels, static_cast<size_t>(n) * sizeof(int32_t));
+    SoftmaxCrossEntropySum(logits, n, k, labels, grad, sums);
+    double host[2] = {0, 0};
+    if (absl::Status s = CopyToHost(sums, host, sizeof(host)); !s.ok()) return s;
+    return LossSums{.loss = host[0], .correct = static_cast<int64_t>(host[1])};
+  }
+
+  void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k, const int32_t* labels,
+                              float* grad, double* sums) override {
+    if (n <= 0) return;
+    Current();
+    SoftmaxCrossEntropySumKernel<<<1, kLossThreads, 0, stream_>>>(logits, n, k, labels, grad, sums);
+    Note(cudaGetLastError(), "softmax cross-entropy launch");
   }
 
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
@@ -286,9 +356,7 @@ class CudaDevice final : public ComputeDevice {
   cublasHandle_t blas_;
   absl::Status error_;
   DeviceBuffer ones_;     // SumRows' vector of ones
-  DeviceBuffer scratch_;  // the loss's labels and per-row results
-  std::vector<double> host_loss_;
-  std::vector<int32_t> host_correct_;
+  DeviceBuffer scratch_;  // SoftmaxCrossEntropy's sums and labels
 };
 
 }  // namespace

@@ -34,6 +34,16 @@ absl::StatusOr<DeviceBuffer> Upload(const float* host, size_t count) {
   return buf;
 }
 
+// nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string UuidString(const cudaUUID_t& uuid) {
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    absl::StrAppend(&out, absl::Hex(static_cast<unsigned char>(uuid.bytes[i]), absl::kZeroPad2));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<DeviceInfo>> ListCudaDevices() {
@@ -54,6 +64,7 @@ absl::StatusOr<std::vector<DeviceInfo>> ListCudaDevices() {
     d.name = prop.name;
     d.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
     d.cores = prop.multiProcessorCount;
+    d.uuid = UuidString(prop.uuid);
     out.push_back(d);
   }
   return out;

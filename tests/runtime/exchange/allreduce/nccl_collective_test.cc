@@ -1,52 +1,105 @@
-// NCCL backend (CTest label `gpu`): one rank per visible GPU, each on its own
-// thread. Sums and broadcasts through NCCL equal the reference, and an
-// AllreduceExchange picking NCCL (unique id through the rendezvous) keeps
-// every rank identical. Skips with the driver's reason without a GPU.
+// NCCL and the device-memory exchange on real GPUs (CTest label `gpu`; every
+// case skips with the driver's reason without one). Collectives take device
+// buffers: a world of one NCCL rank works; one rank per visible GPU sums and
+// broadcasts like the reference; an AllreduceExchange on NCCL keeps every
+// rank equal to one optimizer on the mean, bit for bit (the update's bits
+// are the CPU's: kernels/optimizer_update.h); two ranks sharing a GPU train
+// on the staged ring and end bit for bit where the host ring ends, and a
+// forced NCCL there is refused. The CPU versions of these checks are
+// device_exchange_test and collective_backend_test.
 #include "runtime/exchange/allreduce/nccl_collective.h"
 
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
-#include "runtime/launcher/loopback_ports.h"
-#include "runtime/tensor/cuda/cuda_runtime.h"
+#include "runtime/tensor/device.h"
+#include "tests/runtime/exchange/allreduce/exchange_test_util.h"
 
 namespace kubetrain::allreduce {
 namespace {
 
+using ::testing::HasSubstr;
+using testing_util::RankResult;
+using testing_util::RankRunOptions;
+using testing_util::RunRanks;
+
 class NcclTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::vector<DeviceInfo>> d = cuda::ListCudaDevices();
-    if (!d.ok()) GTEST_SKIP() << "no GPU on this machine: " << d.status().message();
-    gpus_ = static_cast<int>(d->size());
+    std::string why;
+    for (const DeviceInfo& d : ListDevices(&why)) {
+      if (d.kind == DeviceKind::kCuda) gpus_.push_back(d);
+    }
+    if (gpus_.empty()) GTEST_SKIP() << "no GPU on this machine: " << why;
   }
-  int gpus_ = 0;
+  // A ComputeDevice on visible GPU `i` (several may share one GPU).
+  ComputeDevice& Open(size_t i) {
+    absl::StatusOr<std::unique_ptr<ComputeDevice>> d = OpenComputeDevice(gpus_.at(i), {});
+    EXPECT_TRUE(d.ok()) << d.status();
+    devices_.push_back(*std::move(d));
+    return *devices_.back();
+  }
+  std::vector<DeviceInfo> gpus_;
+  std::vector<std::unique_ptr<ComputeDevice>> devices_;
 };
 
-TEST_F(NcclTest, SumsAndBroadcastsMatchTheReference) {
+TEST_F(NcclTest, AWorldOfOneSumsAndBroadcastsOnDeviceBuffers) {
+  ComputeDevice& gpu = Open(0);
   absl::StatusOr<std::string> id = NcclCollective::NewUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
-  const int world = gpus_;
+  absl::StatusOr<std::unique_ptr<NcclCollective>> c = NcclCollective::Create(0, 1, *id, gpu);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const int64_t n = 4099;
+  std::vector<float> host(n);
+  for (int64_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 17) * 0.5f;
+  DeviceBuffer in = *gpu.Allocate(n * sizeof(float)), out = *gpu.Allocate(n * sizeof(float));
+  gpu.CopyToDevice(host.data(), in.data(), n * sizeof(float));
+  ASSERT_TRUE((*c)->AllreduceSum(in.data(), out.data(), n).ok());
+  ASSERT_TRUE((*c)->Broadcast(out.data(), n, 0).ok());
+  absl::StatusOr<int64_t> join = (*c)->Join();
+  ASSERT_TRUE(join.ok()) << join.status();
+  ASSERT_TRUE((*c)->WaitJoined(*join, nullptr).ok());
+  std::vector<float> back(n);
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), back.data(), n * sizeof(float)).ok());
+  EXPECT_EQ(back, host);
+  EXPECT_EQ((*c)->bytes(), 2 * n * static_cast<int64_t>(sizeof(float)));
+}
+
+TEST_F(NcclTest, OneRankPerGpuSumsAndBroadcastsLikeTheReference) {
+  const int world = static_cast<int>(gpus_.size());
+  for (int r = 0; r < world; ++r) Open(static_cast<size_t>(r));
+  absl::StatusOr<std::string> id = NcclCollective::NewUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
   const int64_t n = (1 << 20) + 7;
   std::vector<std::vector<float>> data(world, std::vector<float>(n));
   std::vector<absl::Status> st(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<NcclCollective>> c = NcclCollective::Create(r, world, *id, r);
+      ComputeDevice& gpu = *devices_[r];
+      absl::StatusOr<std::unique_ptr<NcclCollective>> c =
+          NcclCollective::Create(r, world, *id, gpu);
       if (!c.ok()) {
         st[r] = c.status();
         return;
       }
       for (int64_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((r + 1) * (i % 11));
-      st[r] = (*c)->AllreduceSum(data[r], nullptr);
-      if (!st[r].ok()) return;
-      std::vector<float> b(n, static_cast<float>(r));
-      st[r] = (*c)->Broadcast(b, 0, nullptr);
-      if (st[r].ok() && b[n - 1] != 0.0f) st[r] = absl::InternalError("broadcast did not copy");
+      DeviceBuffer d = *gpu.Allocate(n * sizeof(float)), b = *gpu.Allocate(n * sizeof(float));
+      gpu.CopyToDevice(data[r].data(), d.data(), n * sizeof(float));
+      std::vector<float> mine(n, static_cast<float>(r));
+      gpu.CopyToDevice(mine.data(), b.data(), n * sizeof(float));
+      st[r] = (*c)->AllreduceSum(d.data(), d.data(), n);
+      if (st[r].ok()) st[r] = (*c)->Broadcast(b.data(), n, 0);
+      absl::StatusOr<int64_t> join = (*c)->Join();
+      if (st[r].ok()) st[r] = join.status();
+      if (st[r].ok()) st[r] = (*c)->WaitJoined(*join, nullptr);
+      if (st[r].ok()) st[r] = gpu.CopyToHost(d.data(), data[r].data(), n * sizeof(float));
+      if (st[r].ok()) st[r] = gpu.CopyToHost(b.data(), mine.data(), n * sizeof(float));
+      if (st[r].ok() && mine[n - 1] != 0.0f) st[r] = absl::InternalError("broadcast did not copy");
     });
   }
   for (auto& t : threads) t.join();
@@ -59,48 +112,52 @@ TEST_F(NcclTest, SumsAndBroadcastsMatchTheReference) {
   }
 }
 
-TEST_F(NcclTest, AnExchangeOnNcclKeepsRanksIdentical) {
-  const int world = gpus_;
-  absl::StatusOr<std::vector<int>> port = launcher::AllocateLoopbackPorts(1);
-  ASSERT_TRUE(port.ok());
-  const int64_t n = 4099;
-  std::vector<std::vector<float>> params(world, std::vector<float>(n));
-  std::vector<absl::Status> st(world);
-  std::vector<std::thread> threads;
-  RealClock clock;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      AllreduceExchangeOptions o;
-      o.rank = r;
-      for (int i = 0; i < world; ++i) o.names.push_back(absl::StrCat("worker-", i));
-      o.rendezvous_address = o.rendezvous_listen_address = absl::StrCat("127.0.0.1:", (*port)[0]);
-      o.data_listen_host = o.data_advertise_host = "127.0.0.1";
-      o.backend = "nccl";
-      o.gpu_device = r;
-      o.bucket_bytes = 4096;
-      train::LrScheduleOptions lo;
-      lo.kind = "constant";
-      lo.base_lr = 0.1f;
-      AllreduceExchange ex(o, *train::LrSchedule::Create(lo), clock, [](const std::string&) {});
-      for (int64_t i = 0; i < n; ++i) params[r][i] = static_cast<float>(r);
-      absl::StatusOr<int64_t> s = ex.Start(params[r]);
-      if (!s.ok()) {
-        st[r] = s.status();
-        return;
-      }
-      if (ex.name() != "allreduce-nccl") st[r] = absl::InternalError(ex.name());
-      std::vector<float> g(n, static_cast<float>(r + 1));
-      for (int step = 0; step < 3 && st[r].ok(); ++step)
-        st[r] = ex.Step(step, g, params[r]).status();
-      if (st[r].ok()) st[r] = ex.Finish();
-    });
+void ExpectBitsEqual(const std::vector<float>& want, const std::vector<float>& got,
+                     const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << what;
+}
+
+TEST_F(NcclTest, AnExchangeOnNcclEqualsOneOptimizerOnTheMeanBitForBit) {
+  RankRunOptions run;
+  run.world = static_cast<int>(gpus_.size());
+  for (int r = 0; r < run.world; ++r) run.devices.push_back(&Open(static_cast<size_t>(r)));
+  run.customize = [](int, AllreduceExchangeOptions& o) { o.backend = "nccl"; };
+  std::vector<RankResult> res = RunRanks(run);
+  const std::vector<float> want = testing_util::OneOptimizerOnTheMean(run.world, run.n, run.steps);
+  for (int r = 0; r < run.world; ++r) {
+    ASSERT_TRUE(res[r].status.ok()) << "rank " << r << ": " << res[r].status;
+    EXPECT_EQ(res[r].name, "allreduce-nccl");
+    ExpectBitsEqual(want, res[r].params, absl::StrCat("rank ", r));
   }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-  for (int r = 1; r < world; ++r) {
-    EXPECT_EQ(std::memcmp(params[0].data(), params[r].data(), n * sizeof(float)), 0);
+}
+
+TEST_F(NcclTest, TwoRanksSharingAGpuTrainOnTheStagedRingBitForBitWithTheHostRing) {
+  RankRunOptions host_run;
+  host_run.steps = 100;
+  std::vector<RankResult> host = RunRanks(host_run);
+  RankRunOptions run;
+  run.devices = {&Open(0), &Open(0)};
+  run.steps = 100;
+  std::vector<RankResult> gpu = RunRanks(run);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(host[r].status.ok()) << host[r].status;
+    ASSERT_TRUE(gpu[r].status.ok()) << gpu[r].status;
+    EXPECT_EQ(gpu[r].name, "allreduce-ring");
+    EXPECT_TRUE(gpu[r].Logged("share GPU " + gpus_[0].uuid)) << "the fallback says why";
+    ExpectBitsEqual(host[r].params, gpu[r].params, absl::StrCat("rank ", r, " after 100 steps"));
   }
-  EXPECT_NE(params[0][0], 0.0f) << "the optimizer moved the parameters";
+}
+
+TEST_F(NcclTest, AForcedNcclOnASharedGpuIsRefusedNamingIt) {
+  RankRunOptions run;
+  run.devices = {&Open(0), &Open(0)};
+  run.customize = [](int, AllreduceExchangeOptions& o) { o.backend = "nccl"; };
+  std::vector<RankResult> res = RunRanks(run);
+  for (const RankResult& r : res) {
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition) << r.status;
+    EXPECT_THAT(std::string(r.status.message()), HasSubstr("share GPU " + gpus_[0].uuid));
+  }
 }
 
 }  // namespace
