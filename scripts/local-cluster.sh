@@ -123,7 +123,7 @@ up)
   fi
   "$0" start-operator "$S"
   for _ in $(seq 1 100); do
-    "$K" get node -o name 2>/dev/null | grep -q . && break
+    [ -n "$("$K" get node -o name 2>/dev/null)" ] && break
     kill -0 "$(cat "$S/run/node-agent.pid")" 2>/dev/null || { tail -5 "$S/logs/node-agent.log" >&2; exit 1; }
     sleep 0.2
   done
@@ -169,7 +169,7 @@ logs)
   [ -n "$pod" ] || { echo "usage: $0 logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2; }
   d=$S/node/logs/$ns/$pod
   [ -d "$d" ] || { echo "local-cluster.sh: no logs for $ns/$pod in $S" >&2; exit 1; }
-  if [ -z "$container" ]; then container=$(ls "$d" | head -1); container=${container%.log}; fi
+  if [ -z "$container" ]; then container=$(ls "$d" | sed -n 1p); container=${container%.log}; fi
   cat "$d/$container.log"
   ;;
 *)

@@ -55,7 +55,7 @@ install_crd() {
   for _ in $(seq 1 100); do
     if curl -s --cacert "$ca" -H "Authorization: Bearer $token" \
       "$url/apis/apiextensions.k8s.io/v1/customresourcedefinitions/trainingjobs.kubetrain.io" |
-      tr -d ' \n' | grep -q '"type":"Established","status":"True"'; then
+      tr -d ' \n' | grep '"type":"Established","status":"True"' >/dev/null; then
       return 0
     fi
     sleep 0.1

