@@ -48,6 +48,9 @@ class Exchange {
   // the whole flat gradient buffer; it stays valid and unchanged until the
   // next Step returns. Exchanges that need the whole gradient ignore this.
   virtual void GradientsReady(std::span<const float> grads, int64_t ready_from) {}
+  // Whether GradientsReady does anything: a wrapper that must make the
+  // gradients readable first (StagedExchange) does so only then.
+  virtual bool TakesGradientsEarly() const { return false; }
 
   // Submits this replica's gradients for global step `step` (the gradient
   // of the mean loss over its batch). On success `params` holds the

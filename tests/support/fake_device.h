@@ -10,6 +10,7 @@
 #ifndef KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
 #define KUBETRAIN_TESTS_SUPPORT_FAKE_DEVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,21 @@
 namespace kubetrain::testing {
 
 class FakeDevice final : public ComputeDevice {
+  // Always done, as the queue runs as it is filled; counts its waits.
+  class CountedEvent final : public DeviceEvent {
+   public:
+    explicit CountedEvent(std::atomic<int>* waits) : waits_(waits) {}
+    void Record() override {}
+    bool Done() override { return true; }
+    absl::Status Wait() override {
+      ++*waits_;
+      return absl::OkStatus();
+    }
+
+   private:
+    std::atomic<int>* waits_;
+  };
+
  public:
   FakeDevice() {
     info_.kind = DeviceKind::kCuda;
@@ -29,8 +45,10 @@ class FakeDevice final : public ComputeDevice {
   int copies_to_host() const { return copies_to_host_; }
   int copies_to_device() const { return copies_to_device_; }
   int queued_copies() const { return queued_copies_; }
-  // Calls that wait for the device's queue.
+  // Calls that wait for the device's queue (on the device's thread), and
+  // waits for one of its events (any thread).
   int waits() const { return waits_; }
+  int event_waits() const { return event_waits_.load(); }
   void set_uuid(const std::string& uuid) { info_.uuid = uuid; }
 
   const DeviceInfo& info() const override { return info_; }
@@ -57,7 +75,9 @@ class FakeDevice final : public ComputeDevice {
     ++queued_copies_;
     cpu_.CopyToDeviceAsync(host, device, bytes);
   }
-  absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() override { return cpu_.NewEvent(); }
+  absl::StatusOr<std::unique_ptr<DeviceEvent>> NewEvent() override {
+    return std::unique_ptr<DeviceEvent>(new CountedEvent(&event_waits_));
+  }
   void Copy(const float* src, float* dst, int64_t n) override { cpu_.Copy(src, dst, n); }
   void Fill(float* x, int64_t n, float value) override { cpu_.Fill(x, n, value); }
   absl::Status Synchronize() override {
@@ -126,6 +146,7 @@ class FakeDevice final : public ComputeDevice {
   int copies_to_device_ = 0;
   int queued_copies_ = 0;
   int waits_ = 0;
+  std::atomic<int> event_waits_{0};
 };
 
 }  // namespace kubetrain::testing

@@ -110,6 +110,7 @@ class AllreduceExchange final : public exchange::Exchange {
   std::string name() const override;
   absl::StatusOr<int64_t> Start(std::span<float> params) override;
   void GradientsReady(std::span<const float> grads, int64_t ready_from) override;
+  bool TakesGradientsEarly() const override { return true; }
   absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
                                std::span<float> params) override;
   absl::Status Finish() override;

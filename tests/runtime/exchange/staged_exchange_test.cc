@@ -12,7 +12,9 @@ namespace {
 // parameters of its own.
 class HostExchange : public Exchange {
  public:
+  explicit HostExchange(bool early = true) : early_(early) {}
   std::string name() const override { return "host"; }
+  bool TakesGradientsEarly() const override { return early_; }
   absl::StatusOr<int64_t> Start(std::span<float> params) override {
     started_with.assign(params.begin(), params.end());
     for (float& p : params) p = 1.0f;  // the shared starting point
@@ -32,6 +34,9 @@ class HostExchange : public Exchange {
 
   std::vector<float> started_with, stepped_with;
   std::vector<std::pair<int64_t, std::vector<float>>> ready;
+
+ private:
+  const bool early_;
 };
 
 TEST(StagedExchange, StagesGradientsThroughTheHostAndUploadsParameters) {
@@ -70,6 +75,34 @@ TEST(StagedExchange, StagesGradientsThroughTheHostAndUploadsParameters) {
   for (int64_t i = 0; i < n; ++i) grads.data()[i] = 1.0f;
   ASSERT_TRUE(staged->Step(6, grads.span(), params.span()).ok());
   EXPECT_EQ(host.stepped_with, std::vector<float>(n, 1.0f));
+}
+
+// An inner exchange that needs the whole gradient (the PS client): backward's
+// ranges are only queued for copying, and a step waits once, for all of
+// them, before the inner exchange reads them; the parameters go back as a
+// queued copy, with no wait of the device's queue in any step.
+TEST(StagedExchange, AStepWaitsOnceForItsQueuedCopies) {
+  testing::FakeDevice device;
+  HostExchange host(/*early=*/false);
+  const int64_t n = 6;
+  DeviceBuffer params = *device.Allocate(n * sizeof(float));
+  DeviceBuffer grads = *device.Allocate(n * sizeof(float));
+  std::unique_ptr<StagedExchange> staged = *StagedExchange::Create(host, device, n);
+  ASSERT_TRUE(staged->Start(params.span()).ok());
+  const int waits = device.waits(), events = device.event_waits();
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = 0; i < n; ++i) grads.data()[i] = static_cast<float>(step + i);
+    staged->GradientsReady(grads.span(), 4);
+    staged->GradientsReady(grads.span(), 2);
+    EXPECT_EQ(device.event_waits(), events + step) << "no wait while backward runs";
+    ASSERT_TRUE(staged->Step(5 + step, grads.span(), params.span()).ok());
+    EXPECT_EQ(device.event_waits(), events + step + 1) << "one wait a step";
+    EXPECT_EQ(host.stepped_with, std::vector<float>(grads.data(), grads.data() + n));
+  }
+  EXPECT_TRUE(host.ready.empty()) << "the inner exchange takes no early ranges";
+  EXPECT_EQ(device.waits(), waits) << "nothing waits for the device's whole queue";
+  // Start's 1s, less the three steps' gradients (0 + 1 + 2 + 3 * i).
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(params.data()[i], 1.0f - (3.0f + 3.0f * i));
 }
 
 TEST(StagedExchange, RefusesASizeMismatch) {
