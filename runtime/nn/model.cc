@@ -188,14 +188,24 @@ float* Model::OutputData(size_t i) {
 }
 
 TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
+  device_->CopyToDevice(inputs, InputBuffer(batch),
+                        static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
+  return ForwardInput(batch, training);
+}
+
+float* Model::InputBuffer(int64_t batch) {
   KT_CHECK_GT(batch, 0);
   if (batch > capacity_) {
     absl::Status s = Reserve(batch);
     KT_CHECK(s.ok()) << s.message();
   }
+  return input_.data();
+}
+
+TensorView Model::ForwardInput(int64_t batch, bool training) {
+  KT_CHECK_GT(batch, 0);
+  KT_CHECK_GE(capacity_, batch);
   batch_ = batch;
-  device_->CopyToDevice(inputs, input_.data(),
-                        static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));
   TensorView x(input_.data(), WithBatch(batch, input_shape_));
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (skip_[i]) {

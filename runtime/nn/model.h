@@ -59,6 +59,11 @@ class Model {
   // memory) through the layers; returns the logits (device memory), valid
   // until the next Forward.
   TensorView Forward(const float* inputs, int64_t batch, bool training);
+  // The model's input buffer for a batch of up to `batch` (device memory,
+  // grown as Forward would), for a caller that fills it on the device
+  // (a data set resident there); then ForwardInput runs it without a copy.
+  float* InputBuffer(int64_t batch);
+  TensorView ForwardInput(int64_t batch, bool training);
 
   // Back-propagates d(loss)/d(logits) of the last Forward; fills grads().
   // After each layer with parameters, `on_ready` (when set) learns that

@@ -129,6 +129,12 @@ class ComputeDevice {
   virtual void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k,
                                       const int32_t* labels, float* grad, double* sums) = 0;
 
+  // A batch from a data set held in device memory: row i of dst (row_floats
+  // floats) is row index[i] of src, and dst_labels[i] = src_labels[index[i]],
+  // for i < n; index, like every pointer here, in device memory.
+  virtual void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
+                          const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) = 0;
+
   // Fused optimizer updates (kernels/optimizer_update.h).
   virtual void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                          int64_t n) = 0;

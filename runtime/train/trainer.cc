@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,6 +67,60 @@ std::vector<int64_t> SplitBatch(int64_t n, int replicas) {
   for (int64_t i = 0; i < r; ++i) rows[static_cast<size_t>(i)] = n / r + (i < n % r ? 1 : 0);
   return rows;
 }
+
+namespace {
+
+// The training data and this replica's batch order in the memory of a
+// device that has its own (a GPU), so that a step gathers its batch there
+// and copies nothing from the host.
+struct ResidentData {
+  DeviceBuffer features, labels;  // the whole training split
+  DeviceBuffer order;             // int32: this shard's samples of `epoch`, batch after batch
+  int64_t epoch = -1;
+};
+
+// The data on `device`: ResourceExhausted when it does not fit.
+absl::StatusOr<ResidentData> MakeResident(ComputeDevice& device, const data::Dataset& ds,
+                                          int64_t shard_size) {
+  if (ds.size() >= (int64_t{1} << 31)) {
+    return absl::ResourceExhaustedError("over 2^31 samples: indexed from the host");
+  }
+  ResidentData r;
+  for (auto [buffer, bytes] :
+       {std::pair{&r.features, ds.features.size() * sizeof(float)},
+        std::pair{&r.labels, ds.labels.size() * sizeof(int32_t)},
+        std::pair{&r.order, static_cast<size_t>(shard_size) * sizeof(int32_t)}}) {
+    absl::StatusOr<DeviceBuffer> b = device.Allocate(bytes);
+    if (!b.ok()) return b.status();
+    *buffer = *std::move(b);
+  }
+  device.CopyToDevice(ds.features.data(), r.features.data(), ds.features.size() * sizeof(float));
+  device.CopyToDevice(ds.labels.data(), r.labels.data(), ds.labels.size() * sizeof(int32_t));
+  return r;
+}
+
+// Uploads the order of `epoch` (one copy an epoch): the batches a copy of
+// `sampler` draws from that epoch's start.
+void LoadEpochOrder(ComputeDevice& device, const data::BatchSampler& sampler, int64_t epoch,
+                    ResidentData& r) {
+  data::BatchSampler s = sampler;
+  s.SetPosition(epoch, 0);
+  std::vector<int32_t> order;
+  order.reserve(static_cast<size_t>(s.ShardSize()));
+  for (int64_t b = 0; b < s.BatchesPerEpoch(); ++b) {
+    for (int64_t i : s.NextBatch()) order.push_back(static_cast<int32_t>(i));
+  }
+  device.CopyToDevice(order.data(), r.order.data(), order.size() * sizeof(int32_t));
+  r.epoch = epoch;
+}
+
+// Loss and correct predictions summed over every sample so far.
+struct LossTotals {
+  double loss = 0, correct = 0;
+  LossTotals operator-(const LossTotals& o) const { return {loss - o.loss, correct - o.correct}; }
+};
+
+}  // namespace
 
 Trainer::Trainer(nn::Model& model, exchange::Exchange& exchange, const data::Dataset& train,
                  const data::Dataset* test, TrainerOptions options, ProgressReporter& progress,
@@ -206,6 +262,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
   const int64_t d = train_.SampleSize();
   const int64_t classes = model_.output_shape()[0];
+  ComputeDevice& device = model_.device();
   AlignedBuffer features(static_cast<size_t>(opt_.batch_size * d));
   std::vector<int32_t> labels(static_cast<size_t>(opt_.batch_size));
   std::vector<DeviceBuffer> grad_logits;
@@ -217,12 +274,52 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   }
   std::vector<TensorView> logits(static_cast<size_t>(replicas));
 
+  // One replica sums its losses on its device, read back once per progress
+  // line, epoch or metrics window rather than once a step; on a device
+  // with its own memory the labels are there too, and the whole data set
+  // when it fits (then a step gathers its batch on the device).
+  const bool sums_on_device = replicas == 1;
+  DeviceBuffer loss_sums, device_labels;
+  std::optional<ResidentData> resident;
+  if (sums_on_device) {
+    absl::StatusOr<DeviceBuffer> sums = device.Allocate(2 * sizeof(double));
+    if (!sums.ok()) return sums.status();
+    loss_sums = *std::move(sums);
+    const double zero[2] = {0, 0};
+    device.CopyToDevice(zero, loss_sums.data(), sizeof(zero));
+    if (!device.host_memory()) {
+      absl::StatusOr<DeviceBuffer> l =
+          device.Allocate(static_cast<size_t>(opt_.batch_size) * sizeof(int32_t));
+      if (!l.ok()) return l.status();
+      device_labels = *std::move(l);
+      absl::StatusOr<ResidentData> r = MakeResident(device, train_, sampler->ShardSize());
+      if (r.ok()) {
+        resident = *std::move(r);
+        progress_.Info(absl::StrFormat(
+            "training data resident on %s (%.1f MiB): batches gathered on the device",
+            device.info().Id(),
+            static_cast<double>(train_.features.size() * sizeof(float)) / (1 << 20)));
+      } else {
+        progress_.Info(absl::StrCat("training data stays on the host (", r.status().message(),
+                                    "): each batch is copied to ", device.info().Id()));
+      }
+    }
+  }
+  double* const device_sums = static_cast<double*>(static_cast<void*>(loss_sums.data()));
+  LossTotals host_totals;  // several replicas: summed on the host, step by step
+  auto read_totals = [&]() -> absl::StatusOr<LossTotals> {
+    if (!sums_on_device) return host_totals;
+    double sums[2];
+    if (absl::Status s = device.CopyToHost(loss_sums.data(), sums, sizeof(sums)); !s.ok()) return s;
+    return LossTotals{sums[0], sums[1]};
+  };
+
   TrainResult result;
   const double t0 = clock_.NowSeconds();
   double epoch_t0 = t0, window_t0 = t0;
-  double epoch_loss = 0, window_loss = 0;
-  int64_t epoch_correct = 0, epoch_samples = 0, window_correct = 0, window_samples = 0;
-  int64_t window_batches = 0, epoch_batches = 0, total_samples = 0;
+  LossTotals epoch_from, window_from, metrics_from;  // totals at each window's start
+  int64_t epoch_samples = 0, window_samples = 0;
+  int64_t epoch_batches = 0, total_samples = 0;
   const int64_t first_step = step;
 
   // Step time split into compute (data, forward, backward) and exchange.
@@ -231,8 +328,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   // Metrics gauges are window means over about a second.
   constexpr double kMetricsWindowSeconds = 1.0;
   metrics::RuntimeMetrics* const m = opt_.metrics;
-  double metrics_t0 = t0, metrics_loss = 0;
-  int64_t metrics_correct = 0, metrics_samples = 0, metrics_batches = 0;
+  double metrics_t0 = t0;
+  int64_t metrics_samples = 0;
   if (m != nullptr) {
     m->SetTotalSteps(total_steps);
     m->SetGlobalStep(step);
@@ -241,21 +338,37 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
   while (step < total_steps) {
     const double step_t0 = clock_.NowSeconds();
+    if (resident && resident->epoch != sampler->epoch()) {
+      LoadEpochOrder(device, *sampler, sampler->epoch(), *resident);
+    }
+    const int64_t batch_in_epoch = sampler->batch_in_epoch();
     std::span<const int64_t> idx = sampler->NextBatch();
     const int64_t n = static_cast<int64_t>(idx.size());
-    data::GatherBatch(train_, idx, features.data(), labels.data());
-    nn::LossResult lr;
     if (replicas == 1) {
-      TensorView out = model_.Forward(features.data(), n, /*training=*/true);
+      TensorView out;
+      const int32_t* step_labels = labels.data();
+      if (resident) {
+        device.GatherRows(resident->features.data(), resident->labels.ints(), d,
+                          resident->order.ints() + batch_in_epoch * opt_.batch_size, n,
+                          model_.InputBuffer(n), device_labels.ints());
+        out = model_.ForwardInput(n, /*training=*/true);
+        step_labels = device_labels.ints();
+      } else {
+        data::GatherBatch(train_, idx, features.data(), labels.data());
+        out = model_.Forward(features.data(), n, /*training=*/true);
+        if (!device.host_memory()) {
+          device.CopyToDevice(labels.data(), device_labels.data(),
+                              static_cast<size_t>(n) * sizeof(int32_t));
+          step_labels = device_labels.ints();
+        }
+      }
       TensorView grad(grad_logits[0].data(), {n, classes});
-      absl::StatusOr<nn::LossResult> loss =
-          nn::SoftmaxCrossEntropy(model_.device(), out, labels.data(), &grad);
-      if (!loss.ok()) return loss.status();
-      lr = *loss;
+      device.SoftmaxCrossEntropySum(out.data(), n, classes, step_labels, grad.data(), device_sums);
       // Finished gradients go to the exchange while backward goes on.
       model_.Backward(
           grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
     } else {
+      data::GatherBatch(train_, idx, features.data(), labels.data());
       // Every replica's forward is queued before any loss waits for one, so
       // the devices compute side by side; then the losses, then backward.
       const std::vector<int64_t> rows = SplitBatch(n, replicas);
@@ -266,17 +379,15 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         logits[r] = pod_.models[r]->Forward(features.data() + first[r] * d, rows[r],
                                             /*training=*/true);
       }
-      double loss_sum = 0;
       for (size_t r = 0; r < rows.size(); ++r) {
         if (rows[r] == 0) continue;
         TensorView grad(grad_logits[r].data(), {rows[r], classes});
         absl::StatusOr<nn::LossResult> loss = nn::SoftmaxCrossEntropy(
             pod_.models[r]->device(), logits[r], labels.data() + first[r], &grad);
         if (!loss.ok()) return loss.status();
-        loss_sum += loss->loss * static_cast<double>(rows[r]);
-        lr.correct += loss->correct;
+        host_totals.loss += loss->loss * static_cast<double>(rows[r]);
+        host_totals.correct += static_cast<double>(loss->correct);
       }
-      lr.loss = loss_sum / static_cast<double>(n);
       for (size_t r = 0; r < rows.size(); ++r) {
         if (rows[r] == 0) continue;
         pod_.models[r]->Backward(TensorView(grad_logits[r].data(), {rows[r], classes}));
@@ -302,14 +413,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     step = std::min(*next, total_steps);
 
-    window_loss += lr.loss;
-    epoch_loss += lr.loss;
-    window_correct += lr.correct;
-    epoch_correct += lr.correct;
     window_samples += n;
     epoch_samples += n;
     total_samples += n;
-    ++window_batches;
     ++epoch_batches;
     window_step_s += step_s;
     epoch_step_s += step_s;
@@ -318,56 +424,67 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     epoch_exchange_s += exchange_s;
     total_exchange_s += exchange_s;
 
+    const bool log_line = opt_.log_every_steps > 0 && step % opt_.log_every_steps == 0;
+    const bool epoch_end = step % per_epoch == 0 || step == total_steps;
+    const bool metrics_flush =
+        m != nullptr && (now - metrics_t0 >= kMetricsWindowSeconds || step == total_steps);
+    // The one read of the losses (a wait for the device) where a line or a
+    // window needs them.
+    LossTotals totals;
+    if (log_line || epoch_end || metrics_flush) {
+      absl::StatusOr<LossTotals> t = read_totals();
+      if (!t.ok()) return t.status();
+      totals = *t;
+    }
     if (m != nullptr) {
       m->RecordStep({.step_seconds = step_s,
                      .compute_seconds = compute_t1 - step_t0,
                      .exchange_seconds = exchange_s,
                      .samples = n,
                      .global_step = step});
-      metrics_loss += lr.loss;
-      metrics_correct += lr.correct;
       metrics_samples += n;
-      ++metrics_batches;
-      if (now - metrics_t0 >= kMetricsWindowSeconds || step == total_steps) {
+      if (metrics_flush) {
+        const LossTotals w = totals - metrics_from;
         m->SetTrainingWindow(
-            metrics_loss / static_cast<double>(metrics_batches),
-            static_cast<double>(metrics_correct) / static_cast<double>(metrics_samples),
+            w.loss / static_cast<double>(metrics_samples),
+            w.correct / static_cast<double>(metrics_samples),
             static_cast<double>(metrics_samples) / std::max(now - metrics_t0, 1e-9),
             opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0);
         record_device_memory();
-        metrics_loss = 0;
-        metrics_correct = metrics_samples = metrics_batches = 0;
+        metrics_from = totals;
+        metrics_samples = 0;
         metrics_t0 = now;
       }
     }
 
-    if (opt_.log_every_steps > 0 && step % opt_.log_every_steps == 0) {
+    if (log_line) {
+      const LossTotals w = totals - window_from;
       ProgressLine p;
       p.step = step;
       p.total_steps = total_steps;
       p.epoch = std::min((step - 1) / per_epoch + 1, opt_.epochs);
       p.total_epochs = opt_.epochs;
-      p.loss = window_loss / static_cast<double>(window_batches);
-      p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
+      p.loss = w.loss / static_cast<double>(window_samples);
+      p.accuracy = w.correct / static_cast<double>(window_samples);
       p.lr = opt_.lr_for_step ? opt_.lr_for_step(step - 1) : 0.0;
       p.samples_per_second = window_samples / std::max(now - window_t0, 1e-9);
       p.exchange_share = share(window_exchange_s, window_step_s);
       const double steps_per_second = (step - first_step) / std::max(now - t0, 1e-9);
       p.eta_seconds = (total_steps - step) / std::max(steps_per_second, 1e-9);
       progress_.Progress(p);
-      window_loss = 0;
-      window_correct = window_samples = window_batches = 0;
+      window_from = totals;
+      window_samples = 0;
       window_step_s = window_exchange_s = 0;
       window_t0 = now;
     }
-    if (step % per_epoch == 0 || step == total_steps) {
+    if (epoch_end) {
+      const LossTotals w = totals - epoch_from;
       EpochLine e;
       e.epoch = (step - 1) / per_epoch + 1;
       e.total_epochs = opt_.epochs;
       e.step = step;
-      e.train_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_batches, 1));
-      e.train_accuracy = static_cast<double>(epoch_correct) /
-                         static_cast<double>(std::max<int64_t>(epoch_samples, 1));
+      e.train_loss = w.loss / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
+      e.train_accuracy = w.correct / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
       if (test_ != nullptr && opt_.eval_every_epoch && step < total_steps) {
         absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
         if (!ev.ok()) return ev.status();
@@ -388,8 +505,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (m != nullptr && e.test_accuracy) m->SetEvaluation(*e.test_loss, *e.test_accuracy);
       progress_.Epoch(e);
       epoch_step_s = epoch_exchange_s = 0;
-      epoch_loss = 0;
-      epoch_correct = epoch_samples = epoch_batches = 0;
+      epoch_from = totals;
+      epoch_samples = epoch_batches = 0;
       epoch_t0 = clock_.NowSeconds();
     }
   }

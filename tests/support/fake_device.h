@@ -129,6 +129,10 @@ class FakeDevice final : public ComputeDevice {
                               float* grad, double* sums) override {
     cpu_.SoftmaxCrossEntropySum(logits, n, k, labels, grad, sums);
   }
+  void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
+                  const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) override {
+    cpu_.GatherRows(src, src_labels, row_floats, index, n, dst, dst_labels);
+  }
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                  int64_t n) override {
     cpu_.SgdUpdate(o, p, g, v, n);

@@ -308,6 +308,16 @@ class CudaDevice final : public ComputeDevice {
     Note(cudaGetLastError(), "softmax cross-entropy launch");
   }
 
+  void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
+                  const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) override {
+    Launch(n * row_floats, [=] __device__(int64_t i) {
+      const int64_t row = i / row_floats, col = i - row * row_floats;
+      const int64_t from = index[row];
+      dst[i] = src[from * row_floats + col];
+      if (col == 0) dst_labels[row] = src_labels[from];
+    });
+  }
+
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                  int64_t n) override {
     Launch(n, [=] __device__(int64_t i) { kernels::SgdUpdate(o, i, i + 1, p, g, v); });
