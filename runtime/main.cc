@@ -96,6 +96,12 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_flag("--tf32", o.tf32,
                 "cuda: let cuBLAS round GEMM inputs to TF32 on tensor cores (faster; about "
                 "1e-3 relative error)");
+  cmd->add_option("--cuda-graph", o.trainer.cuda_graph,
+                  "cuda: capture a training step as a CUDA graph and replay it (auto: where a "
+                  "step runs on the GPU alone, i.e. the data resident, one replica, local "
+                  "training or an allreduce world of one; on: fail if it cannot; off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--exchange-mode", o.exchange_mode,
                   "Parameter-server mode: sync, async or ssp:<bound>")
       ->capture_default_str();

@@ -21,13 +21,23 @@
 #define KUBETRAIN_RUNTIME_EXCHANGE_EXCHANGE_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/tensor/kernels/step_scalars.h"
 
 namespace kubetrain::exchange {
+
+// What a device-side step follows: the update's plan and the updates
+// applied so far (Adam's step count).
+struct DeviceStepPlan {
+  kernels::UpdatePlan update;
+  int64_t optimizer_steps = 0;
+};
 
 class Exchange {
  public:
@@ -60,6 +70,25 @@ class Exchange {
 
   // This replica has finished training.
   virtual absl::Status Finish() = 0;
+
+  // Steps on the device alone, for capture (CUDA graphs). An exchange whose
+  // step only queues device work (LocalExchange; an allreduce world of one)
+  // can have that work recorded once and replayed. After UseDeviceScalars it
+  // takes its learning rate and optimizer coefficients from `scalars` (the
+  // device's memory, advanced there each step) and says what they follow;
+  // then QueueStep queues a step's update and touches nothing on the host,
+  // and StepQueued does the rest of Step for a step queued or replayed (its
+  // counters, a checkpoint due) and returns the next step. Others answer
+  // nullopt and are driven by Step only. nullptr goes back to Step.
+  virtual std::optional<DeviceStepPlan> UseDeviceScalars(const kernels::StepScalars* scalars) {
+    return std::nullopt;
+  }
+  virtual absl::Status QueueStep(std::span<const float> grads, std::span<float> params) {
+    return absl::UnimplementedError(absl::StrCat(name(), " cannot queue a step on the device"));
+  }
+  virtual absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) {
+    return absl::UnimplementedError(absl::StrCat(name(), " cannot queue a step on the device"));
+  }
 };
 
 }  // namespace kubetrain::exchange

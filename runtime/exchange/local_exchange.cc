@@ -23,4 +23,29 @@ absl::StatusOr<int64_t> LocalExchange::Step(int64_t step, std::span<const float>
   return step + 1;
 }
 
+std::optional<DeviceStepPlan> LocalExchange::UseDeviceScalars(const kernels::StepScalars* scalars) {
+  optimizer_->UseDeviceScalars(scalars);
+  if (scalars == nullptr) return std::nullopt;
+  return DeviceStepPlan{train::MakeUpdatePlan(schedule_.plan(), optimizer_->options()),
+                        optimizer_->steps()};
+}
+
+absl::Status LocalExchange::QueueStep(std::span<const float> grads, std::span<float> params) {
+  if (grads.size() != params.size() || params.size() != optimizer_->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("local exchange: gradient of ", grads.size(),
+                                                   " values for ", optimizer_->size(),
+                                                   " parameters"));
+  }
+  // Queued with the device's scalars; the count is StepQueued's to make.
+  const int64_t steps = optimizer_->steps();
+  optimizer_->Apply(params, grads, /*lr: the device's*/ 0.0f);
+  optimizer_->set_steps(steps);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> LocalExchange::StepQueued(int64_t step, std::span<const float>) {
+  optimizer_->set_steps(optimizer_->steps() + 1);
+  return step + 1;
+}
+
 }  // namespace kubetrain::exchange

@@ -21,6 +21,9 @@ class LocalExchange final : public Exchange {
   absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
                                std::span<float> params) override;
   absl::Status Finish() override { return absl::OkStatus(); }
+  std::optional<DeviceStepPlan> UseDeviceScalars(const kernels::StepScalars* scalars) override;
+  absl::Status QueueStep(std::span<const float> grads, std::span<float> params) override;
+  absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) override;
 
   float LearningRate(int64_t step) const { return schedule_.At(step); }
 

@@ -31,8 +31,14 @@ void Dropout::Forward(const TensorView& in, const TensorView& out, bool training
     return;
   }
   GrowScratch(mask_, static_cast<size_t>(n) * sizeof(float));
-  device().DropoutForward(::kubetrain::kernels::MakeDropoutParams(seed_, calls_++, rate_),
-                          in.data(), mask_.data(), out.data(), n);
+  ::kubetrain::kernels::DropoutParams p =
+      ::kubetrain::kernels::MakeDropoutParams(seed_, calls_, rate_);
+  if (device_calls_ != nullptr) {
+    p.call_from = device_calls_;
+  } else {
+    ++calls_;
+  }
+  device().DropoutForward(p, in.data(), mask_.data(), out.data(), n);
 }
 
 void Dropout::Backward(const TensorView& in, const TensorView& out, const TensorView& grad_out,

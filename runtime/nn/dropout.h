@@ -31,11 +31,16 @@ class Dropout : public Layer {
     seed_ = seed;
     calls_ = 0;
   }
+  // Training forwards take their call number from `calls` (device memory,
+  // advanced by the device: a captured step) instead of counting on the
+  // host; nullptr counts on the host again.
+  void UseCallCounter(const uint64_t* calls) { device_calls_ = calls; }
 
  private:
   float rate_;
   uint64_t seed_ = 0;
   uint64_t calls_ = 0;
+  const uint64_t* device_calls_ = nullptr;
   bool last_training_ = false;
   int64_t sample_ = 0;  // values per sample
   DeviceBuffer mask_;   // 0 or 1/(1-rate) per element of the last batch

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kubetrain/check.h"
+#include "runtime/nn/dropout.h"
 #include "runtime/tensor/cpu_device.h"
 
 namespace kubetrain::nn {
@@ -184,6 +185,12 @@ float* Model::OutputData(size_t i) {
   for (;; --i) {
     if (!skip_[i]) return acts_[i].data();
     if (i == 0) return input_.data();
+  }
+}
+
+void Model::UseForwardCounter(const uint64_t* calls) {
+  for (const std::unique_ptr<Layer>& l : layers_) {
+    if (auto* d = dynamic_cast<Dropout*>(l.get())) d->UseCallCounter(calls);
   }
 }
 

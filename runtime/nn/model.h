@@ -54,6 +54,10 @@ class Model {
 
   // Initialises every parameter from `seed` (deterministic).
   void InitParams(uint64_t seed);
+  // Dropout layers draw their masks for training forward number `*calls`
+  // (device memory, advanced by the device: a captured step), not their
+  // host counters; nullptr goes back to those.
+  void UseForwardCounter(const uint64_t* calls);
 
   // Runs the batch {batch, input_shape...} (sample-major floats in host
   // memory) through the layers; returns the logits (device memory), valid

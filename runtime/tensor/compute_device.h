@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/nn/kernels/max_pool.h"
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/device.h"
@@ -30,6 +31,7 @@
 #include "runtime/tensor/kernels/dropout_mask.h"
 #include "runtime/tensor/kernels/im2col.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
+#include "runtime/tensor/kernels/step_scalars.h"
 
 namespace kubetrain {
 
@@ -42,6 +44,15 @@ struct DeviceMemory {
 struct DenseShape {
   int64_t batch = 0, inputs = 0, units = 0;
   bool relu = false;  // ReLU applied to y (fused into the layer)
+};
+
+// A captured sequence of a device's work (a CUDA graph), replayed in the
+// device's queue. Used from the device's thread.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Queues the whole sequence again.
+  virtual absl::Status Replay() = 0;
 };
 
 struct LossSums {
@@ -129,11 +140,32 @@ class ComputeDevice {
   virtual void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k,
                                       const int32_t* labels, float* grad, double* sums) = 0;
 
-  // A batch from a data set held in device memory: row i of dst (row_floats
-  // floats) is row index[i] of src, and dst_labels[i] = src_labels[index[i]],
-  // for i < n; index, like every pointer here, in device memory.
+  // A batch from a data set held in device memory: with k = index[at + i]
+  // (at = *cursor, or 0 when cursor is null: a captured step's position,
+  // read on the device), row i of dst (row_floats floats) is row k of src
+  // and dst_labels[i] = src_labels[k], for i < n. Every pointer here is in
+  // device memory.
   virtual void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
-                          const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) = 0;
+                          const int32_t* index, const int64_t* cursor, int64_t n, float* dst,
+                          int32_t* dst_labels) = 0;
+
+  // kernels::AdvanceStepScalars on the device (one thread).
+  virtual void AdvanceStep(const kernels::StepPlan& plan, int64_t steps,
+                           kernels::StepScalars* scalars) = 0;
+
+  // Capture (CUDA graphs): between BeginCapture and EndCapture what is
+  // queued is recorded instead of run, and the graph replays it, with the
+  // same pointers and arguments, as one launch. A wait (CopyToHost,
+  // Synchronize, the waiting loss) or a copy from pageable host memory
+  // while capturing fails the capture (EndCapture says so). Devices that
+  // cannot capture (the CPU) answer Unimplemented.
+  virtual bool can_capture() const { return false; }
+  virtual absl::Status BeginCapture() {
+    return absl::UnimplementedError(absl::StrCat(info().Id(), " cannot capture steps"));
+  }
+  virtual absl::StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() {
+    return absl::UnimplementedError(absl::StrCat(info().Id(), " cannot capture steps"));
+  }
 
   // Fused optimizer updates (kernels/optimizer_update.h).
   virtual void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,

@@ -255,8 +255,10 @@ void CpuDevice::SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k
 }
 
 void CpuDevice::GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
-                           const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) {
+                           const int32_t* index, const int64_t* cursor, int64_t n, float* dst,
+                           int32_t* dst_labels) {
   const size_t row_bytes = static_cast<size_t>(row_floats) * sizeof(float);
+  if (cursor != nullptr) index += *cursor;
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(dst + i * row_floats, src + static_cast<int64_t>(index[i]) * row_floats, row_bytes);
     dst_labels[i] = src_labels[index[i]];

@@ -64,7 +64,12 @@ class CpuDevice final : public ComputeDevice {
   void SoftmaxCrossEntropySum(const float* logits, int64_t n, int64_t k, const int32_t* labels,
                               float* grad, double* sums) override;
   void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
-                  const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) override;
+                  const int32_t* index, const int64_t* cursor, int64_t n, float* dst,
+                  int32_t* dst_labels) override;
+  void AdvanceStep(const kernels::StepPlan& plan, int64_t steps,
+                   kernels::StepScalars* scalars) override {
+    kernels::AdvanceStepScalars(plan, steps, scalars);
+  }
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
                  int64_t n) override;
   void AdamUpdate(const kernels::AdamParams& o, float* p, const float* g, float* m, float* v,

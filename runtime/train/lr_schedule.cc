@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -34,21 +33,20 @@ absl::StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
                                                  "' (known: constant, step, cosine)"));
 }
 
-float LrSchedule::At(int64_t step) const {
-  step = std::max<int64_t>(step, 0);
-  if (step < o_.warmup_steps) {
-    return o_.base_lr * static_cast<float>(step + 1) / static_cast<float>(o_.warmup_steps);
-  }
-  if (o_.kind == "step") {
-    return o_.base_lr * std::pow(o_.gamma, static_cast<float>(step / o_.step_size));
-  }
-  if (o_.kind == "cosine") {
-    const int64_t span = std::max<int64_t>(o_.total_steps - o_.warmup_steps, 1);
-    const double t = std::min(1.0, static_cast<double>(step - o_.warmup_steps) / span);
-    return static_cast<float>(o_.min_lr + 0.5 * (o_.base_lr - o_.min_lr) *
-                                              (1.0 + std::cos(std::numbers::pi * t)));
-  }
-  return o_.base_lr;
+kernels::LrPlan LrSchedule::plan() const {
+  kernels::LrPlan p;
+  p.kind = o_.kind == "step"     ? kernels::LrKind::kStep
+           : o_.kind == "cosine" ? kernels::LrKind::kCosine
+                                 : kernels::LrKind::kConstant;
+  p.base_lr = o_.base_lr;
+  p.warmup_steps = o_.warmup_steps;
+  p.step_size = std::max<int64_t>(o_.step_size, 1);
+  p.gamma = o_.gamma;
+  p.total_steps = o_.total_steps;
+  p.min_lr = o_.min_lr;
+  return p;
 }
+
+float LrSchedule::At(int64_t step) const { return kernels::ScheduledLr(plan(), step); }
 
 }  // namespace kubetrain::train

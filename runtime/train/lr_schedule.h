@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/tensor/kernels/step_scalars.h"
 
 namespace kubetrain::train {
 
@@ -24,8 +25,10 @@ class LrSchedule {
  public:
   static absl::StatusOr<LrSchedule> Create(const LrScheduleOptions& options);
 
-  // Learning rate for global step `step` (0-based).
+  // Learning rate for global step `step` (0-based): kernels::ScheduledLr,
+  // the function a device computes it with too.
   float At(int64_t step) const;
+  kernels::LrPlan plan() const;
   const LrScheduleOptions& options() const { return o_; }
 
  private:

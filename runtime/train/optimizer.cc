@@ -111,13 +111,16 @@ class Sgd final : public Optimizer {
   int64_t steps() const override { return steps_; }
   void set_steps(int64_t s) override { steps_ = s; }
   size_t size() const override { return size_; }
+  const OptimizerOptions& options() const override { return o_; }
+  void UseDeviceScalars(const kernels::StepScalars* s) override { scalars_ = s; }
 
  private:
   kernels::SgdParams Coefficients(float lr) const {
     return {.lr = lr,
             .weight_decay = o_.weight_decay,
             .momentum = o_.momentum,
-            .nesterov = o_.nesterov};
+            .nesterov = o_.nesterov,
+            .lr_from = scalars_ != nullptr ? &scalars_->lr : nullptr};
   }
 
   OptimizerOptions o_;
@@ -125,6 +128,7 @@ class Sgd final : public Optimizer {
   ComputeDevice* device_;
   StateBuffer velocity_;
   int64_t steps_ = 0;
+  const kernels::StepScalars* scalars_ = nullptr;
 };
 
 class Adam final : public Optimizer {
@@ -174,6 +178,8 @@ class Adam final : public Optimizer {
   int64_t steps() const override { return steps_; }
   void set_steps(int64_t s) override { steps_ = s; }
   size_t size() const override { return size_; }
+  const OptimizerOptions& options() const override { return o_; }
+  void UseDeviceScalars(const kernels::StepScalars* s) override { scalars_ = s; }
 
  private:
   // Counts the step and returns its bias-corrected coefficients.
@@ -183,14 +189,10 @@ class Adam final : public Optimizer {
   }
   // The bias-corrected coefficients of step `step` (1-based).
   kernels::AdamParams Coefficients(float lr, int64_t step) const {
-    const double bc1 = 1.0 - std::pow(static_cast<double>(o_.beta1), step);
-    const double bc2 = 1.0 - std::pow(static_cast<double>(o_.beta2), step);
     // epsilon is applied to the bias-corrected second moment, as in Kingma & Ba.
-    const kernels::AdamParams p{.step = static_cast<float>(lr * std::sqrt(bc2) / bc1),
-                                .beta1 = o_.beta1,
-                                .beta2 = o_.beta2,
-                                .weight_decay = o_.weight_decay,
-                                .epsilon = static_cast<float>(o_.epsilon * std::sqrt(bc2))};
+    kernels::AdamParams p{.beta1 = o_.beta1, .beta2 = o_.beta2, .weight_decay = o_.weight_decay};
+    kernels::AdamCoefficients(lr, o_.beta1, o_.beta2, o_.epsilon, step, &p.step, &p.epsilon);
+    if (scalars_ != nullptr) p.coefficients_from = &scalars_->adam_step;
     return p;
   }
 
@@ -199,9 +201,20 @@ class Adam final : public Optimizer {
   ComputeDevice* device_;
   StateBuffer m_, v_;
   int64_t steps_ = 0;
+  const kernels::StepScalars* scalars_ = nullptr;
 };
 
 }  // namespace
+
+kernels::UpdatePlan MakeUpdatePlan(const kernels::LrPlan& schedule, const OptimizerOptions& o) {
+  kernels::UpdatePlan p;
+  p.lr = schedule;
+  p.adam = o.kind == "adam";
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.epsilon = o.epsilon;
+  return p;
+}
 
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (o.kind != "sgd" && o.kind != "adam") {

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/tensor/aligned_buffer.h"
 #include "runtime/tensor/compute_device.h"
+#include "runtime/tensor/kernels/step_scalars.h"
 
 namespace kubetrain::train {
 
@@ -68,7 +69,18 @@ class Optimizer {
   virtual int64_t steps() const = 0;
   virtual void set_steps(int64_t steps) = 0;
   virtual size_t size() const = 0;
+  virtual const OptimizerOptions& options() const = 0;
+  // From now on Apply takes its learning rate (and Adam its coefficients)
+  // from `scalars`, in the memory of the optimizer's device, which the
+  // device advances step by step (a captured step: step_scalars.h); Apply's
+  // lr argument is then unused. nullptr goes back to the argument.
+  virtual void UseDeviceScalars(const kernels::StepScalars* scalars) = 0;
 };
+
+// The update an optimizer with `options` makes under `schedule`, as the
+// device recomputes it (kernels::AdvanceStepScalars).
+kernels::UpdatePlan MakeUpdatePlan(const kernels::LrPlan& schedule,
+                                   const OptimizerOptions& options);
 
 // An optimizer for `size` parameters in host memory, or, with a device
 // (borrowed; must outlive it), in that device's memory.

@@ -306,7 +306,70 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
   }
   double* const device_sums = static_cast<double*>(static_cast<void*>(loss_sums.data()));
-  LossTotals host_totals;  // several replicas: summed on the host, step by step
+
+  // Steps on the device alone: the step's scalars in device memory, and
+  // the step captured as a graph unless --cuda-graph off.
+  if (opt_.cuda_graph != "auto" && opt_.cuda_graph != "on" && opt_.cuda_graph != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda-graph must be auto, on or off, not '", opt_.cuda_graph, "'"));
+  }
+  DeviceBuffer scalars_buffer;
+  kernels::StepScalars* scalars = nullptr;
+  kernels::StepPlan step_plan;
+  std::string why_not_device_steps;
+  if (!device.can_capture()) {
+    why_not_device_steps = absl::StrCat(device.info().Id(), " cannot capture (CUDA GPUs can)");
+  } else if (replicas != 1) {
+    why_not_device_steps = "a pod of several replicas";
+  } else if (!resident) {
+    why_not_device_steps = "the training data is not resident on the device";
+  } else {
+    absl::StatusOr<DeviceBuffer> b = device.Allocate(sizeof(kernels::StepScalars));
+    if (!b.ok()) return b.status();
+    scalars_buffer = *std::move(b);
+    scalars = static_cast<kernels::StepScalars*>(static_cast<void*>(scalars_buffer.data()));
+    std::optional<exchange::DeviceStepPlan> plan = exchange_.UseDeviceScalars(scalars);
+    if (plan) {
+      step_plan.update = plan->update;
+      step_plan.batch_rows = opt_.batch_size;
+      kernels::StepScalars first;
+      first.step = step;
+      first.optimizer_steps = plan->optimizer_steps;
+      first.cursor = sampler->batch_in_epoch() * opt_.batch_size;
+      device.CopyToDevice(&first, scalars, sizeof(first));
+      device.AdvanceStep(step_plan, 0, scalars);  // the step's lr, as the device computes it
+      model_.UseForwardCounter(&scalars->forwards);
+    } else {
+      why_not_device_steps =
+          absl::StrCat("the ", exchange_.name(), " exchange's step waits on the host");
+      scalars = nullptr;
+    }
+  }
+  // The exchange and the model must not keep pointers into this Run's buffer.
+  struct ReleaseScalars {
+    exchange::Exchange& exchange;
+    nn::Model& model;
+    bool used;
+    ~ReleaseScalars() {
+      if (!used) return;
+      exchange.UseDeviceScalars(nullptr);
+      model.UseForwardCounter(nullptr);
+    }
+  } release_scalars{exchange_, model_, scalars != nullptr};
+  bool capture = scalars != nullptr && opt_.cuda_graph != "off";
+  if (opt_.cuda_graph == "on" && scalars == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--cuda-graph on: a step cannot be captured: ", why_not_device_steps));
+  }
+  if (!device.host_memory()) {
+    progress_.Info(capture ? "CUDA graphs: on (a step is captured after 2 warm-up steps)"
+                   : scalars != nullptr
+                       ? "CUDA graphs: off (--cuda-graph off)"
+                       : absl::StrCat("CUDA graphs: off (", why_not_device_steps, ")"));
+  }
+  std::unique_ptr<DeviceGraph> graph;
+  int64_t device_steps = 0;  // run on the device alone, captured or not
+  LossTotals host_totals;    // several replicas: summed on the host, step by step
   auto read_totals = [&]() -> absl::StatusOr<LossTotals> {
     if (!sums_on_device) return host_totals;
     double sums[2];
@@ -340,16 +403,70 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const double step_t0 = clock_.NowSeconds();
     if (resident && resident->epoch != sampler->epoch()) {
       LoadEpochOrder(device, *sampler, sampler->epoch(), *resident);
+      if (scalars != nullptr) {
+        // The device's cursor restarts with the epoch's order.
+        const int64_t cursor = sampler->batch_in_epoch() * opt_.batch_size;
+        device.CopyToDevice(&cursor, &scalars->cursor, sizeof(cursor));
+      }
     }
     const int64_t batch_in_epoch = sampler->batch_in_epoch();
     std::span<const int64_t> idx = sampler->NextBatch();
     const int64_t n = static_cast<int64_t>(idx.size());
-    if (replicas == 1) {
+    absl::StatusOr<int64_t> next;
+    double compute_t1 = 0;
+    if (scalars != nullptr) {
+      // Everything the step queues, in order: the device reads its
+      // position, learning rate and dropout call from `scalars`.
+      const auto queue_step = [&]() -> absl::Status {
+        device.GatherRows(resident->features.data(), resident->labels.ints(), d,
+                          resident->order.ints(), &scalars->cursor, n, model_.InputBuffer(n),
+                          device_labels.ints());
+        TensorView out = model_.ForwardInput(n, /*training=*/true);
+        TensorView grad(grad_logits[0].data(), {n, classes});
+        device.SoftmaxCrossEntropySum(out.data(), n, classes, device_labels.ints(), grad.data(),
+                                      device_sums);
+        model_.Backward(grad);
+        if (absl::Status s = exchange_.QueueStep(model_.grads(), model_.params()); !s.ok()) {
+          return s;
+        }
+        device.AdvanceStep(step_plan, 1, scalars);
+        return absl::OkStatus();
+      };
+      absl::Status queued;
+      // Full batches only: the graph's kernels are sized for one.
+      if (capture && n == opt_.batch_size && graph == nullptr && device_steps >= 2) {
+        queued = device.BeginCapture();
+        if (queued.ok()) {
+          const absl::Status body = queue_step();
+          absl::StatusOr<std::unique_ptr<DeviceGraph>> g = device.EndCapture();
+          if (body.ok() && g.ok()) {
+            graph = *std::move(g);
+            progress_.Info(absl::StrCat("captured step ", step + 1, " as a CUDA graph"));
+          } else {
+            queued = !body.ok() ? body : g.status();
+          }
+        }
+        if (!queued.ok()) {
+          if (opt_.cuda_graph == "on") return queued;
+          progress_.Info(absl::StrCat("CUDA graphs: off (", queued.message(), ")"));
+          capture = false;
+        }
+      }
+      if (graph != nullptr && n == opt_.batch_size) {
+        queued = graph->Replay();
+      } else {
+        queued = queue_step();
+      }
+      if (!queued.ok()) return queued;
+      ++device_steps;
+      compute_t1 = clock_.NowSeconds();
+      next = exchange_.StepQueued(step, model_.params());
+    } else if (replicas == 1) {
       TensorView out;
       const int32_t* step_labels = labels.data();
       if (resident) {
         device.GatherRows(resident->features.data(), resident->labels.ints(), d,
-                          resident->order.ints() + batch_in_epoch * opt_.batch_size, n,
+                          resident->order.ints() + batch_in_epoch * opt_.batch_size, nullptr, n,
                           model_.InputBuffer(n), device_labels.ints());
         out = model_.ForwardInput(n, /*training=*/true);
         step_labels = device_labels.ints();
@@ -367,7 +484,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       // Finished gradients go to the exchange while backward goes on.
       model_.Backward(
           grad, [&](int64_t ready_from) { exchange_.GradientsReady(model_.grads(), ready_from); });
-    } else {
+    }
+    if (scalars == nullptr && replicas > 1) {
       data::GatherBatch(train_, idx, features.data(), labels.data());
       // Every replica's forward is queued before any loss waits for one, so
       // the devices compute side by side; then the losses, then backward.
@@ -396,8 +514,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       // exchange gets it whole in Step.
       if (absl::Status s = ReduceGradients(rows, n); !s.ok()) return s;
     }
-    const double compute_t1 = clock_.NowSeconds();
-    absl::StatusOr<int64_t> next = exchange_.Step(step, model_.grads(), model_.params());
+    if (scalars == nullptr) {
+      compute_t1 = clock_.NowSeconds();
+      next = exchange_.Step(step, model_.grads(), model_.params());
+    }
     if (!next.ok()) return next.status();
     if (replicas > 1) {
       if (absl::Status s = BroadcastParams(); !s.ok()) return s;

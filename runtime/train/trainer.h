@@ -11,6 +11,13 @@
 // rows and summed into replica 0 (ReplicaReducer), the exchange sees only
 // replica 0 (one push per step for the whole pod), and the parameters it
 // returns are broadcast to every replica, so they stay bit-for-bit equal.
+//
+// On a GPU with one replica a step waits for nothing: the data set is
+// resident and each batch gathered there, the loss summed there and read per
+// progress line, and, where the exchange only queues device work, the
+// step's scalars (learning rate, Adam's coefficients, the batch's place,
+// dropout's call number) live in device memory (kernels::StepScalars), so
+// the whole step can be captured as a CUDA graph and replayed.
 // Not thread-safe; borrows everything it is given for its lifetime.
 #ifndef KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
 #define KUBETRAIN_RUNTIME_TRAIN_TRAINER_H_
@@ -39,6 +46,13 @@ struct TrainerOptions {
   int64_t log_every_steps = 100;  // progress line interval; 0 = per epoch only
   int64_t eval_batch_size = 1000;
   bool eval_every_epoch = true;
+  // CUDA graphs: where a step runs on the device alone (a GPU with the data
+  // resident, one replica, an exchange that only queues work: local
+  // training or an allreduce world of one), its kernels are captured once
+  // (after two warm-up steps) and replayed as one launch a step. "auto":
+  // when possible, saying why not once; "on": required (an error says why
+  // it cannot be); "off": steps launched kernel by kernel.
+  std::string cuda_graph = "auto";
   // Learning rate to show in progress lines for a step (informational).
   std::function<float(int64_t)> lr_for_step = nullptr;
   // Borrowed; nullptr records nothing. Per step: counters and histograms;

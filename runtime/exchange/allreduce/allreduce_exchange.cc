@@ -646,6 +646,11 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
       cv_.notify_all();
     }
   }
+  return AfterUpdate(step, params);
+}
+
+absl::StatusOr<int64_t> AllreduceExchange::AfterUpdate(int64_t step,
+                                                       std::span<const float> params) {
   const int64_t next = step + 1;
   if (options_.rank == 0 && !options_.checkpoint_dir.empty() &&
       (next == options_.total_steps ||
@@ -656,6 +661,35 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     if (absl::Status s = WriteCheckpoint(params, next); !s.ok()) return s;
   }
   return next;
+}
+
+std::optional<exchange::DeviceStepPlan> AllreduceExchange::UseDeviceScalars(
+    const kernels::StepScalars* scalars) {
+  if (optimizer_ == nullptr || mode_ != Mode::kSolo) return std::nullopt;
+  optimizer_->UseDeviceScalars(scalars);
+  if (scalars == nullptr) return std::nullopt;
+  return exchange::DeviceStepPlan{train::MakeUpdatePlan(schedule_.plan(), options_.optimizer),
+                                  optimizer_->steps()};
+}
+
+absl::Status AllreduceExchange::QueueStep(std::span<const float> grads, std::span<float> params) {
+  if (mode_ != Mode::kSolo) {
+    return absl::FailedPreconditionError("only a world of one queues its steps on the device");
+  }
+  if (grads.size() != params.size() || grads.size() != optimizer_->size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient of ", grads.size(), " values for a model of ", optimizer_->size()));
+  }
+  // Queued with the device's scalars; the count is StepQueued's to make.
+  const int64_t steps = optimizer_->steps();
+  optimizer_->Apply(params, grads, /*lr: the device's*/ 0.0f, 1.0f);
+  optimizer_->set_steps(steps);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> AllreduceExchange::StepQueued(int64_t step, std::span<const float> params) {
+  optimizer_->set_steps(optimizer_->steps() + 1);
+  return AfterUpdate(step, params);
 }
 
 absl::Status AllreduceExchange::WriteCheckpoint(std::span<const float> params, int64_t step) {

@@ -114,6 +114,12 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
                                std::span<float> params) override;
   absl::Status Finish() override;
+  // A world of one queues its steps on the device alone (Exchange's capture
+  // contract); other worlds answer nullopt.
+  std::optional<exchange::DeviceStepPlan> UseDeviceScalars(
+      const kernels::StepScalars* scalars) override;
+  absl::Status QueueStep(std::span<const float> grads, std::span<float> params) override;
+  absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) override;
 
   // From another thread (a signal watcher): this rank is going away. Tells
   // rank 0 why, so every other rank exits naming it, and on rank 0 waits
@@ -133,6 +139,8 @@ class AllreduceExchange final : public exchange::Exchange {
   // data <- rank 0's, for spans in the device's memory.
   absl::Status BroadcastDeviceSpan(std::span<float> data);
   absl::Status WriteCheckpoint(std::span<const float> params, int64_t step);
+  // Step's host part after its update: a checkpoint when one is due.
+  absl::StatusOr<int64_t> AfterUpdate(int64_t step, std::span<const float> params);
   void CommLoop();
   // The ring: sums bucket `b` (number `index`) of the step in host memory.
   absl::Status ReduceBucket(const Bucket& b, int index, const float* grads);

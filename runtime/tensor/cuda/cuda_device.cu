@@ -98,16 +98,32 @@ class CudaEvent final : public DeviceEvent {
   cudaError_t recorded_ = cudaSuccess;
 };
 
+class CudaDevice;
+
+// An instantiated CUDA graph, launched on its device's stream.
+class CudaGraph final : public DeviceGraph {
+ public:
+  CudaGraph(CudaDevice* device, cudaGraphExec_t exec) : device_(device), exec_(exec) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  absl::Status Replay() override;
+
+ private:
+  CudaDevice* device_;
+  cudaGraphExec_t exec_;
+};
+
 class CudaDevice final : public ComputeDevice {
  public:
-  CudaDevice(const DeviceInfo& info, cudaStream_t stream, cublasHandle_t blas)
-      : info_(info), stream_(stream), blas_(blas) {}
+  CudaDevice(const DeviceInfo& info, cudaStream_t stream, cublasHandle_t blas,
+             DeviceBuffer blas_workspace)
+      : info_(info), stream_(stream), blas_(blas), blas_workspace_(std::move(blas_workspace)) {}
   ~CudaDevice() override {
     Current();
     cudaStreamSynchronize(stream_);
     ones_ = DeviceBuffer();
     scratch_ = DeviceBuffer();
     cublasDestroy(blas_);
+    blas_workspace_ = DeviceBuffer();
     cudaStreamDestroy(stream_);
   }
 
@@ -309,13 +325,61 @@ class CudaDevice final : public ComputeDevice {
   }
 
   void GatherRows(const float* src, const int32_t* src_labels, int64_t row_floats,
-                  const int32_t* index, int64_t n, float* dst, int32_t* dst_labels) override {
+                  const int32_t* index, const int64_t* cursor, int64_t n, float* dst,
+                  int32_t* dst_labels) override {
     Launch(n * row_floats, [=] __device__(int64_t i) {
       const int64_t row = i / row_floats, col = i - row * row_floats;
-      const int64_t from = index[row];
+      const int64_t from = index[(cursor != nullptr ? *cursor : 0) + row];
       dst[i] = src[from * row_floats + col];
       if (col == 0) dst_labels[row] = src_labels[from];
     });
+  }
+
+  void AdvanceStep(const kernels::StepPlan& plan, int64_t steps,
+                   kernels::StepScalars* scalars) override {
+    Launch(1, [=] __device__(int64_t) { kernels::AdvanceStepScalars(plan, steps, scalars); });
+  }
+
+  bool can_capture() const override { return true; }
+
+  absl::Status BeginCapture() override {
+    Current();
+    if (absl::Status s = Synchronize(); !s.ok()) return s;  // a clean queue to record on
+    if (cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+        e != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InternalError(
+          absl::StrCat(info_.Id(), ": cannot capture: ", cudaGetErrorString(e)));
+    }
+    capturing_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() override {
+    Current();
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    // A capture that failed leaves its error in the queue's record: clear
+    // it, so the step can run uncaptured.
+    absl::Status during;
+    std::swap(during, error_);  // (nvcc warns on a discarded Status& from operator=)
+    cudaGetLastError();
+    if (ended != cudaSuccess || !during.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return absl::FailedPreconditionError(
+          absl::StrCat(info_.Id(), ": the step could not be captured: ",
+                       !during.ok() ? std::string(during.message()) : cudaGetErrorString(ended)));
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      cudaGetLastError();
+      return absl::FailedPreconditionError(
+          absl::StrCat(info_.Id(), ": cudaGraphInstantiate: ", cudaGetErrorString(made)));
+    }
+    return std::unique_ptr<DeviceGraph>(new CudaGraph(this, exec));
   }
 
   void SgdUpdate(const kernels::SgdParams& o, float* p, const float* g, float* v,
@@ -361,13 +425,26 @@ class CudaDevice final : public ComputeDevice {
     return absl::OkStatus();
   }
 
+  friend class CudaGraph;
+
   DeviceInfo info_;
   cudaStream_t stream_;
   cublasHandle_t blas_;
   absl::Status error_;
-  DeviceBuffer ones_;     // SumRows' vector of ones
-  DeviceBuffer scratch_;  // SoftmaxCrossEntropy's sums and labels
+  bool capturing_ = false;
+  DeviceBuffer blas_workspace_;  // cuBLAS's own: it must not allocate while a step is captured
+  DeviceBuffer ones_;            // SumRows' vector of ones
+  DeviceBuffer scratch_;         // SoftmaxCrossEntropy's sums and labels
 };
+
+absl::Status CudaGraph::Replay() {
+  device_->Current();
+  device_->Note(cudaGraphLaunch(exec_, device_->stream_), "graph launch");
+  return absl::OkStatus();
+}
+
+// cuBLAS's workspace: 32 MiB, NVIDIA's figure for Hopper.
+constexpr size_t kBlasWorkspaceBytes = 32 << 20;
 
 }  // namespace
 
@@ -389,7 +466,16 @@ absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenCudaDevice(const DeviceInfo& 
   }
   cublasSetStream(blas, stream);
   cublasSetMathMode(blas, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-  return std::unique_ptr<ComputeDevice>(new CudaDevice(info, stream, blas));
+  void* workspace = nullptr;
+  if (cudaError_t e = cudaMalloc(&workspace, kBlasWorkspaceBytes); e != cudaSuccess) {
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate cuBLAS's workspace on ",
+                                                     info.Id(), ": ", cudaGetErrorString(e)));
+  }
+  cublasSetWorkspace(blas, workspace, kBlasWorkspaceBytes);
+  return std::unique_ptr<ComputeDevice>(new CudaDevice(
+      info, stream, blas, DeviceBuffer(workspace, kBlasWorkspaceBytes, &FreeDevice)));
 }
 
 }  // namespace kubetrain::cuda

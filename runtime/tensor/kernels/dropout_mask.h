@@ -23,11 +23,21 @@ struct DropoutParams {
   uint64_t base = 0;       // DropoutBase(seed, call)
   uint64_t threshold = 0;  // rate * 2^24
   float scale = 1.0f;      // 1 / (1 - rate)
+  // When set, the call number is read from here (the same memory as x: a
+  // captured step's StepScalars::forwards) and base is made from it and
+  // `seed` in the kernel, giving the same mask as MakeDropoutParams would.
+  const uint64_t* call_from = nullptr;
+  uint64_t seed = 0;
 };
+
+KT_HOST_DEVICE inline uint64_t DropoutBase(uint64_t seed, uint64_t call) {
+  return SplitMix64(seed ^ SplitMix64(call));
+}
 
 inline DropoutParams MakeDropoutParams(uint64_t seed, uint64_t call, float rate) {
   DropoutParams p;
-  p.base = SplitMix64(seed ^ SplitMix64(call));
+  p.base = DropoutBase(seed, call);
+  p.seed = seed;
   p.threshold = static_cast<uint64_t>(static_cast<double>(rate) * (1 << 24));
   p.scale = 1.0f / (1.0f - rate);
   return p;
@@ -36,7 +46,9 @@ inline DropoutParams MakeDropoutParams(uint64_t seed, uint64_t call, float rate)
 // mask[i] = scale or 0, y[i] = x[i] * mask[i] for i in [begin, end).
 KT_HOST_DEVICE inline void DropoutForward(const DropoutParams& p, int64_t begin, int64_t end,
                                           const float* x, float* mask, float* y) {
-  const uint64_t base = p.base, threshold = p.threshold;  // locals: y may alias p.scale
+  // Locals: y may alias p.scale.
+  const uint64_t base = p.call_from != nullptr ? DropoutBase(p.seed, *p.call_from) : p.base;
+  const uint64_t threshold = p.threshold;
   const float scale = p.scale;
   for (int64_t i = begin; i < end; ++i) {
     const uint64_t r = SplitMix64(base + static_cast<uint64_t>(i)) >> 40;

@@ -18,6 +18,9 @@ struct SgdParams {
   float lr = 0, weight_decay = 0, momentum = 0;
   bool nesterov = false;
   float grad_scale = 1;  // the gradient is g * grad_scale (1 / world for an allreduce sum)
+  // When set, the learning rate is read from here (the same memory as p),
+  // not from lr: a captured step's comes from kernels::StepScalars.
+  const float* lr_from = nullptr;
 };
 
 // Every multiply-add below is an explicit fmaf: compilers contract a * b + c
@@ -33,7 +36,8 @@ struct SgdParams {
 // alias a float member of `o`, which would keep the loop from vectorising.
 KT_HOST_DEVICE inline void SgdUpdate(const SgdParams& o, int64_t begin, int64_t end, float* p,
                                      const float* g, float* v) {
-  const float neg_lr = -o.lr, wd = o.weight_decay, mu = o.momentum, scale = o.grad_scale;
+  const float neg_lr = -(o.lr_from != nullptr ? *o.lr_from : o.lr);
+  const float wd = o.weight_decay, mu = o.momentum, scale = o.grad_scale;
   const bool nesterov = o.nesterov;
   if (mu == 0.0f) {
     for (int64_t i = begin; i < end; ++i) {
@@ -54,13 +58,19 @@ struct AdamParams {
   float beta1 = 0, beta2 = 0, weight_decay = 0;
   float epsilon = 0;     // epsilon * sqrt(1 - beta2^t)
   float grad_scale = 1;  // as SgdParams'
+  // When set, step and epsilon are read from here ({step, epsilon}: a
+  // StepScalars' adam_step and adam_epsilon) instead.
+  const float* coefficients_from = nullptr;
 };
 
 // d = g * s + wd * p; m = b1 * m + (1 - b1) * d; v = b2 * v + (1 - b2) * d^2;
 // p -= step * m / (sqrt(v) + eps), fused as SgdUpdate's.
 KT_HOST_DEVICE inline void AdamUpdate(const AdamParams& o, int64_t begin, int64_t end, float* p,
                                       const float* g, float* m, float* v) {
-  const float neg_step = -o.step, b1 = o.beta1, b2 = o.beta2, wd = o.weight_decay, eps = o.epsilon;
+  const float* from = o.coefficients_from;
+  const float neg_step = -(from != nullptr ? from[0] : o.step);
+  const float eps = from != nullptr ? from[1] : o.epsilon;
+  const float b1 = o.beta1, b2 = o.beta2, wd = o.weight_decay;
   const float c1 = 1.0f - b1, c2 = 1.0f - b2, scale = o.grad_scale;
   for (int64_t i = begin; i < end; ++i) {
     const float d = fmaf(wd, p[i], g[i] * scale);

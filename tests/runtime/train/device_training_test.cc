@@ -101,5 +101,97 @@ TEST(DeviceTraining, AStepCopiesNothingFromTheHostAndWaitsOnlyForItsLines) {
   EXPECT_GT(acc, 0.5);
 }
 
+// A run's outcome, to compare runs bit for bit.
+struct RunResult {
+  std::string progress;
+  std::vector<float> params;
+  double test_accuracy = 0;
+  int64_t steps = 0;
+};
+
+// 410 samples in batches of 20: 21 steps an epoch, the last of 10 rows (run
+// uncaptured), 5 epochs; Adam under a warmed-up cosine schedule, so the
+// device computes a different learning rate and bias correction each step.
+RunResult TrainOnFake(testing::FakeDevice& device, const std::string& cuda_graph,
+                      const std::string& optimizer) {
+  data::Dataset train = Quadrants(410, 1), test = Quadrants(100, 2);
+  std::unique_ptr<nn::Model> model =
+      *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
+  const LrSchedule schedule = *LrSchedule::Create(
+      {.kind = "cosine", .base_lr = 0.05f, .warmup_steps = 10, .total_steps = 105});
+  exchange::LocalExchange local(
+      *MakeOptimizer({.kind = optimizer}, static_cast<size_t>(model->num_params()), &device),
+      schedule);
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(
+      *model, local, train, &test,
+      {.epochs = 5, .batch_size = 20, .seed = 3, .log_every_steps = 10, .cuda_graph = cuda_graph},
+      progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  EXPECT_TRUE(r.ok()) << r.status();
+  RunResult run;
+  run.progress = out.str();
+  if (!r.ok()) return run;
+  run.test_accuracy = r->test.accuracy;
+  run.steps = r->steps;
+  run.params.resize(static_cast<size_t>(model->num_params()));
+  EXPECT_TRUE(
+      device
+          .CopyToHost(model->params().data(), run.params.data(), run.params.size() * sizeof(float))
+          .ok());
+  return run;
+}
+
+// The step captured once and replayed (FakeDevice records and replays its
+// operations as a CUDA stream does) ends bit for bit where the same steps
+// launched one by one end, and where the steps end whose scalars the host
+// computes (a device that cannot capture): the device's learning rate,
+// Adam's coefficients, the batch's place and dropout's call number follow
+// the host's, step after step, over 105 steps.
+TEST(DeviceTraining, ACapturedStepEqualsTheUncapturedOneOver100Steps) {
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    SCOPED_TRACE(optimizer);
+    testing::FakeDevice captured, launched, host_scalars;
+    host_scalars.set_can_capture(false);
+    const RunResult a = TrainOnFake(captured, "on", optimizer);
+    const RunResult b = TrainOnFake(launched, "off", optimizer);
+    const RunResult c = TrainOnFake(host_scalars, "auto", optimizer);
+    ASSERT_EQ(a.steps, 105);
+    EXPECT_GT(captured.replays(), 80) << "the full batches after the capture are replays";
+    EXPECT_EQ(launched.replays(), 0);
+    EXPECT_NE(a.progress.find("captured step 3 as a CUDA graph"), std::string::npos) << a.progress;
+    EXPECT_NE(c.progress.find("CUDA graphs: off (cuda:7 cannot capture"), std::string::npos);
+    EXPECT_EQ(a.params, b.params) << "captured against launched";
+    EXPECT_EQ(a.params, c.params) << "captured against host scalars";
+    EXPECT_EQ(testing::LossCurveOf(a.progress), testing::LossCurveOf(c.progress));
+    EXPECT_EQ(a.test_accuracy, c.test_accuracy);
+    EXPECT_GT(a.test_accuracy, 0.5);
+  }
+}
+
+// --cuda-graph on where a step cannot be captured is an error saying why;
+// auto says why once and trains.
+TEST(DeviceTraining, CudaGraphOnRefusesWhatCannotBeCaptured) {
+  testing::FakeDevice device;
+  device.set_can_capture(false);
+  data::Dataset train = Quadrants(40, 1);
+  std::unique_ptr<nn::Model> model =
+      *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
+  exchange::LocalExchange local(
+      *MakeOptimizer({.kind = "sgd"}, static_cast<size_t>(model->num_params()), &device),
+      *LrSchedule::Create({.base_lr = 0.05f}));
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, local, train, nullptr, {.epochs = 1, .batch_size = 20, .cuda_graph = "on"},
+            progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(r.status().message()).find("cuda:7 cannot capture"), std::string::npos)
+      << r.status();
+}
+
 }  // namespace
 }  // namespace kubetrain::train

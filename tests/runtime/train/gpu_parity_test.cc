@@ -1,7 +1,9 @@
 // CPU/GPU parity (CTest label `gpu`): every layer's forward and backward on
-// the CUDA device within 1e-4 relative of the CPU device, and 100 training
-// steps whose loss curve follows the CPU's. Without a usable GPU every case
-// skips with the driver's reason.
+// the CUDA device within 1e-4 relative of the CPU device, the optimizer
+// updates (SGD momentum, Adam) bit for bit the CPU's, 100 training steps
+// whose loss curve follows the CPU's, and the same 100 steps captured as a
+// CUDA graph bit for bit equal to them launched one by one. Without a usable
+// GPU every case skips with the driver's reason.
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -111,7 +113,13 @@ data::Dataset Quadrants(int n, uint64_t seed) {
   return testing::QuadrantsDataset(n, seed, /*side=*/8, /*channels=*/3);
 }
 
-std::vector<double> LossCurve(ComputeDevice& device) {
+struct Trained {
+  std::vector<double> curve;
+  std::vector<float> params;
+  std::string log;
+};
+
+Trained TrainOn(ComputeDevice& device, const std::string& cuda_graph = "auto") {
   data::Dataset train = Quadrants(640, 1), test = Quadrants(128, 2);
   std::unique_ptr<nn::Model> model = *nn::BuildModelFromSpec(
       "layers: [{type: conv2d, filters: 8, kernel: 3}, relu, {type: maxpool2d, size: 2}, flatten,"
@@ -123,11 +131,90 @@ std::vector<double> LossCurve(ComputeDevice& device) {
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;
-  Trainer t(*model, local, train, &test,
-            {.epochs = 5, .batch_size = 32, .seed = 3, .log_every_steps = 10}, progress, clock);
+  Trainer t(
+      *model, local, train, &test,
+      {.epochs = 5, .batch_size = 32, .seed = 3, .log_every_steps = 10, .cuda_graph = cuda_graph},
+      progress, clock);
   absl::StatusOr<TrainResult> r = t.Run();
   EXPECT_TRUE(r.ok()) << r.status();
-  return testing::LossCurveOf(out.str());
+  Trained out_run;
+  out_run.log = out.str();
+  out_run.curve = testing::LossCurveOf(out_run.log);
+  out_run.params.resize(static_cast<size_t>(model->num_params()));
+  EXPECT_TRUE(device
+                  .CopyToHost(model->params().data(), out_run.params.data(),
+                              out_run.params.size() * sizeof(float))
+                  .ok());
+  return out_run;
+}
+
+std::vector<double> LossCurve(ComputeDevice& device) { return TrainOn(device).curve; }
+
+// The step captured as a CUDA graph (after two warm-up steps) and replayed
+// ends bit for bit where the same 100 steps launched kernel by kernel end:
+// the graph reads the learning rate, Adam's coefficients, the batch's
+// place and dropout's call number from device memory, as they do.
+TEST_F(GpuParity, ACapturedStepEqualsTheUncapturedOneOver100Steps) {
+  const Trained captured = TrainOn(*gpu_, "on");
+  const Trained launched = TrainOn(*gpu_, "off");
+  EXPECT_NE(captured.log.find("as a CUDA graph"), std::string::npos) << captured.log;
+  ASSERT_EQ(captured.params.size(), launched.params.size());
+  EXPECT_EQ(captured.params, launched.params);
+  EXPECT_EQ(captured.curve, launched.curve);
+}
+
+// The fused optimizer updates (SGD with momentum, the default, and Adam)
+// give the CPU's bits on the GPU: every multiply-add is an explicit fmaf
+// (kernels/optimizer_update.h), so nvcc's contraction changes nothing.
+TEST_F(GpuParity, TheOptimizerUpdatesGiveTheCpusBits) {
+  constexpr int64_t kN = 100003;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&] {
+    std::vector<float> v(kN);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  auto on_gpu = [&](const std::vector<float>& host) {
+    DeviceBuffer b = *gpu_->Allocate(kN * sizeof(float));
+    gpu_->CopyToDevice(host.data(), b.data(), kN * sizeof(float));
+    return b;
+  };
+  auto back = [&](const DeviceBuffer& b) {
+    std::vector<float> host(kN);
+    EXPECT_TRUE(gpu_->CopyToHost(b.data(), host.data(), kN * sizeof(float)).ok());
+    return host;
+  };
+  for (const bool nesterov : {false, true}) {
+    std::vector<float> p = random(), v = random();
+    DeviceBuffer dp = on_gpu(p), dv = on_gpu(v);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<float> g = random();
+      DeviceBuffer dg = on_gpu(g);
+      const kernels::SgdParams o{.lr = 0.05f,
+                                 .weight_decay = 1e-4f,
+                                 .momentum = 0.9f,
+                                 .nesterov = nesterov,
+                                 .grad_scale = 0.5f};
+      cpu_.SgdUpdate(o, p.data(), g.data(), v.data(), kN);
+      gpu_->SgdUpdate(o, dp.data(), dg.data(), dv.data(), kN);
+    }
+    EXPECT_EQ(back(dp), p) << "sgd momentum, nesterov " << nesterov;
+    EXPECT_EQ(back(dv), v) << "velocity, nesterov " << nesterov;
+  }
+  std::vector<float> p = random(), m(kN, 0.0f), w(kN, 0.0f);
+  DeviceBuffer dp = on_gpu(p), dm = on_gpu(m), dw = on_gpu(w);
+  const kernels::AdamParams a{
+      .step = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .weight_decay = 1e-2f, .epsilon = 1e-8f};
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> g = random();
+    DeviceBuffer dg = on_gpu(g);
+    cpu_.AdamUpdate(a, p.data(), g.data(), m.data(), w.data(), kN);
+    gpu_->AdamUpdate(a, dp.data(), dg.data(), dm.data(), dw.data(), kN);
+  }
+  EXPECT_EQ(back(dp), p) << "adam";
+  EXPECT_EQ(back(dm), m) << "adam m";
+  EXPECT_EQ(back(dw), w) << "adam v";
 }
 
 TEST_F(GpuParity, HundredStepsFollowTheCpuLossCurve) {

@@ -1,0 +1,108 @@
+// The scalars of a training step that change from one step to the next,
+// kept in device memory so that a step captured once (a CUDA graph) and
+// replayed reads them there instead of having them baked into its kernels:
+// the global step and its learning rate, Adam's bias-corrected coefficients,
+// where the step's batch starts in the epoch's order, and how many training
+// forwards have drawn dropout masks. AdvanceStepScalars recomputes them on
+// the device from a StepPlan; the host computes the learning rate with the
+// same ScheduledLr (LrSchedule::At), so both agree.
+// Host/device kernels (host_device.h); pure functions over POD structs.
+#ifndef KUBETRAIN_RUNTIME_TENSOR_KERNELS_STEP_SCALARS_H_
+#define KUBETRAIN_RUNTIME_TENSOR_KERNELS_STEP_SCALARS_H_
+
+#include <math.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/tensor/kernels/host_device.h"
+
+namespace kubetrain::kernels {
+
+enum class LrKind : int32_t { kConstant = 0, kStep = 1, kCosine = 2 };
+
+// A learning-rate schedule (runtime/train/lr_schedule.h) as plain values.
+struct LrPlan {
+  LrKind kind = LrKind::kConstant;
+  float base_lr = 0;
+  int64_t warmup_steps = 0;
+  int64_t step_size = 1;  // kStep
+  float gamma = 1;        // kStep
+  int64_t total_steps = 1;
+  float min_lr = 0;  // kCosine
+};
+
+// The learning rate of global step `step` (0-based): a linear warm-up from
+// base_lr / warmup_steps, then constant, stepped (times gamma every
+// step_size steps) or cosine-decayed to min_lr at total_steps.
+KT_HOST_DEVICE inline float ScheduledLr(const LrPlan& o, int64_t step) {
+  if (step < 0) step = 0;
+  if (step < o.warmup_steps) {
+    return o.base_lr * static_cast<float>(step + 1) / static_cast<float>(o.warmup_steps);
+  }
+  if (o.kind == LrKind::kStep) {
+    return o.base_lr * powf(o.gamma, static_cast<float>(step / o.step_size));
+  }
+  if (o.kind == LrKind::kCosine) {
+    const int64_t span = o.total_steps - o.warmup_steps > 1 ? o.total_steps - o.warmup_steps : 1;
+    double t = static_cast<double>(step - o.warmup_steps) / static_cast<double>(span);
+    if (t > 1.0) t = 1.0;
+    constexpr double kPi = 3.14159265358979323846;
+    return static_cast<float>(o.min_lr + 0.5 * (o.base_lr - o.min_lr) * (1.0 + cos(kPi * t)));
+  }
+  return o.base_lr;
+}
+
+// Adam's step size and epsilon for its `t`-th update (1-based), with the
+// bias corrections folded in (runtime/train/optimizer.cc).
+KT_HOST_DEVICE inline void AdamCoefficients(float lr, float beta1, float beta2, float epsilon,
+                                            int64_t t, float* step, float* eps) {
+  const double bc1 = 1.0 - pow(static_cast<double>(beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - pow(static_cast<double>(beta2), static_cast<double>(t));
+  *step = static_cast<float>(lr * sqrt(bc2) / bc1);
+  *eps = static_cast<float>(epsilon * sqrt(bc2));
+}
+
+// What the exchange's update follows (its schedule and optimizer).
+struct UpdatePlan {
+  LrPlan lr;
+  bool adam = false;
+  float beta1 = 0, beta2 = 0, epsilon = 0;
+};
+
+struct StepPlan {
+  UpdatePlan update;
+  int64_t batch_rows = 0;  // the cursor's advance a step
+};
+
+// In device memory; written whole by the host at a known point (the start,
+// an epoch boundary), then advanced by the device.
+struct StepScalars {
+  int64_t step = 0;                       // the global step about to run
+  int64_t optimizer_steps = 0;            // updates applied so far (Adam's t - 1)
+  uint64_t forwards = 0;                  // training forwards so far (dropout's call number)
+  int64_t cursor = 0;                     // the step's first row in the epoch's order
+  float lr = 0;                           // of `step`
+  float adam_step = 0, adam_epsilon = 0;  // of update optimizer_steps + 1
+};
+
+static_assert(offsetof(StepScalars, adam_epsilon) == offsetof(StepScalars, adam_step) + 4,
+              "AdamParams::coefficients_from reads {adam_step, adam_epsilon}");
+
+// Moves `s` on by `steps` steps (0: recompute only) and recomputes the
+// step's scalars.
+KT_HOST_DEVICE inline void AdvanceStepScalars(const StepPlan& plan, int64_t steps, StepScalars* s) {
+  s->step += steps;
+  s->optimizer_steps += steps;
+  s->forwards += static_cast<uint64_t>(steps);
+  s->cursor += steps * plan.batch_rows;
+  s->lr = ScheduledLr(plan.update.lr, s->step);
+  if (plan.update.adam) {
+    AdamCoefficients(s->lr, plan.update.beta1, plan.update.beta2, plan.update.epsilon,
+                     s->optimizer_steps + 1, &s->adam_step, &s->adam_epsilon);
+  }
+}
+
+}  // namespace kubetrain::kernels
+
+#endif  // KUBETRAIN_RUNTIME_TENSOR_KERNELS_STEP_SCALARS_H_
