@@ -1,7 +1,11 @@
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -98,6 +102,115 @@ class CudaEvent final : public DeviceEvent {
   cudaError_t recorded_ = cudaSuccess;
 };
 
+// Dense layers' GEMMs with their bias (and ReLU) fused into cuBLASLt's
+// epilogue: the forward y = relu(x w^T + b) is one kernel instead of a
+// broadcast, a GEMM and a ReLU; the backward's dW GEMM also sums the bias
+// gradient (BGRADB) instead of a second GEMM against a vector of ones.
+// Row-major matrices are cuBLAS's column-major transposes, as in Gemm:
+//   forward   y^T{units, batch} = op_T(w as {inputs, units}) . x^T{inputs, batch}
+//   backward  dW^T{inputs, units} = x^T{inputs, batch} . op_T(dY^T{units, batch}),
+//             db{units} = the sum of dY over the batch (the k dimension)
+// One plan per shape (and epilogue), its algorithm from cuBLASLt's
+// heuristic; a shape with no algorithm is remembered as such and takes the
+// composed path. Not thread-safe (its device's).
+class LtDense {
+ public:
+  enum class Kind { kForward, kForwardRelu, kWeightsAndBias };
+
+  explicit LtDense(cublasLtHandle_t handle) : handle_(handle) {}
+  ~LtDense() {
+    for (auto& [key, plan] : plans_) Destroy(plan);
+    if (handle_ != nullptr) cublasLtDestroy(handle_);
+  }
+
+  // Queues the GEMM: forward (a = w, b = x, c = y, bias = b) or backward
+  // (a = x, b = gy, c = dw, bias = db, written). False when cuBLASLt has no
+  // algorithm for it: nothing was queued.
+  bool Run(Kind kind, bool tf32, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+           float* c, float* bias, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    Plan& plan = Find(kind, tf32, m, n, k, workspace_bytes);
+    if (!plan.ok) return false;
+    if (cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                       sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    return cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c,
+                          plan.c, &plan.algo, workspace, workspace_bytes,
+                          stream) == CUBLAS_STATUS_SUCCESS;
+  }
+
+ private:
+  struct Plan {
+    bool ok = false;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+  static void Destroy(Plan& p) {
+    if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
+    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+  }
+
+  Plan& Find(Kind kind, bool tf32, int64_t m, int64_t n, int64_t k, size_t workspace_bytes) {
+    const auto key = std::make_tuple(static_cast<int>(kind), tf32, m, n, k);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    Plan& p = plans_[key];
+    const bool forward = kind != Kind::kWeightsAndBias;
+    // Forward: A = w^T stored {k = inputs, m = units}; backward: A = x^T
+    // stored {m = inputs, k = batch}. B: x^T {k, n = batch}; dY^T stored
+    // {n = units, k = batch}.
+    const cublasOperation_t ta = forward ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = forward ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cublasLtEpilogue_t epilogue = kind == Kind::kForward       ? CUBLASLT_EPILOGUE_BIAS
+                                        : kind == Kind::kForwardRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                                     : CUBLASLT_EPILOGUE_BGRADB;
+    bool ok =
+        cublasLtMatmulDescCreate(&p.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                 CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                              sizeof(ta)) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                              sizeof(tb)) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                              sizeof(epilogue)) == CUBLAS_STATUS_SUCCESS;
+    const uint64_t a_rows = forward ? k : m, a_cols = forward ? m : k;
+    const uint64_t b_rows = forward ? k : n, b_cols = forward ? n : k;
+    ok = ok && cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, a_rows, a_cols,
+                                          static_cast<int64_t>(a_rows)) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, b_rows, b_cols,
+                                          static_cast<int64_t>(b_rows)) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulPreference_t pref = nullptr;
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace_bytes, sizeof(workspace_bytes)) ==
+                   CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    ok = ok &&
+         cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result,
+                                        &found) == CUBLAS_STATUS_SUCCESS &&
+         found > 0;
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    if (ok) {
+      p.algo = result.algo;
+      p.ok = true;
+    } else {
+      Destroy(p);
+      p = Plan{};
+    }
+    return p;
+  }
+
+  cublasLtHandle_t handle_;
+  std::map<std::tuple<int, bool, int64_t, int64_t, int64_t>, Plan> plans_;
+};
+
 class CudaDevice;
 
 // An instantiated CUDA graph, launched on its device's stream.
@@ -115,14 +228,20 @@ class CudaGraph final : public DeviceGraph {
 class CudaDevice final : public ComputeDevice {
  public:
   CudaDevice(const DeviceInfo& info, cudaStream_t stream, cublasHandle_t blas,
-             DeviceBuffer blas_workspace)
-      : info_(info), stream_(stream), blas_(blas), blas_workspace_(std::move(blas_workspace)) {}
+             DeviceBuffer blas_workspace, std::unique_ptr<LtDense> lt, bool tf32)
+      : info_(info),
+        stream_(stream),
+        blas_(blas),
+        blas_workspace_(std::move(blas_workspace)),
+        lt_(std::move(lt)),
+        tf32_(tf32) {}
   ~CudaDevice() override {
     Current();
     cudaStreamSynchronize(stream_);
     ones_ = DeviceBuffer();
     scratch_ = DeviceBuffer();
     cublasDestroy(blas_);
+    lt_.reset();
     blas_workspace_ = DeviceBuffer();
     cudaStreamDestroy(stream_);
   }
@@ -236,6 +355,41 @@ class CudaDevice final : public ComputeDevice {
     if (st != CUBLAS_STATUS_SUCCESS) {
       error_.Update(absl::InternalError(absl::StrCat(
           "cublasSgemm on ", info_.Id(), " failed with status ", static_cast<int>(st))));
+    }
+  }
+
+  void DenseForward(const DenseShape& s, const float* x, const float* w, const float* bias,
+                    float* y) override {
+    Current();
+    const LtDense::Kind kind = s.relu ? LtDense::Kind::kForwardRelu : LtDense::Kind::kForward;
+    if (lt_ == nullptr || s.batch <= 0 ||
+        !lt_->Run(kind, tf32_, s.units, s.batch, s.inputs, w, x, y, const_cast<float*>(bias),
+                  blas_workspace_.data(), blas_workspace_.bytes(), stream_)) {
+      ComputeDevice::DenseForward(s, x, w, bias, y);
+    }
+  }
+
+  void DenseBackward(const DenseShape& s, const float* x, const float* w, const float* y,
+                     const float* gy, float* masked, float* dw, float* db, float* dx) override {
+    Current();
+    if (lt_ == nullptr || s.batch <= 0) {
+      ComputeDevice::DenseBackward(s, x, w, y, gy, masked, dw, db, dx);
+      return;
+    }
+    if (s.relu) {
+      ReluBackward(y, gy, masked, s.batch * s.units);
+      gy = masked;
+    }
+    // dW and db in one GEMM; dX as before.
+    if (!lt_->Run(LtDense::Kind::kWeightsAndBias, tf32_, s.inputs, s.units, s.batch, x, gy, dw, db,
+                  blas_workspace_.data(), blas_workspace_.bytes(), stream_)) {
+      Gemm(Trans::kYes, Trans::kNo, s.units, s.inputs, s.batch, 1.0f, gy, s.units, x, s.inputs,
+           0.0f, dw, s.inputs);
+      SumRows(gy, s.batch, s.units, db);
+    }
+    if (dx != nullptr) {
+      Gemm(Trans::kNo, Trans::kNo, s.batch, s.inputs, s.units, 1.0f, gy, s.units, w, s.inputs, 0.0f,
+           dx, s.inputs);
     }
   }
 
@@ -433,8 +587,10 @@ class CudaDevice final : public ComputeDevice {
   absl::Status error_;
   bool capturing_ = false;
   DeviceBuffer blas_workspace_;  // cuBLAS's own: it must not allocate while a step is captured
-  DeviceBuffer ones_;            // SumRows' vector of ones
-  DeviceBuffer scratch_;         // SoftmaxCrossEntropy's sums and labels
+  std::unique_ptr<LtDense> lt_;  // null: dense layers compose their kernels
+  bool tf32_;
+  DeviceBuffer ones_;     // SumRows' vector of ones
+  DeviceBuffer scratch_;  // SoftmaxCrossEntropy's sums and labels
 };
 
 absl::Status CudaGraph::Replay() {
@@ -474,8 +630,14 @@ absl::StatusOr<std::unique_ptr<ComputeDevice>> OpenCudaDevice(const DeviceInfo& 
                                                      info.Id(), ": ", cudaGetErrorString(e)));
   }
   cublasSetWorkspace(blas, workspace, kBlasWorkspaceBytes);
-  return std::unique_ptr<ComputeDevice>(new CudaDevice(
-      info, stream, blas, DeviceBuffer(workspace, kBlasWorkspaceBytes, &FreeDevice)));
+  // cuBLASLt for the dense layers' fused epilogues; without it they compose.
+  std::unique_ptr<LtDense> lt;
+  cublasLtHandle_t lt_handle = nullptr;
+  if (cublasLtCreate(&lt_handle) == CUBLAS_STATUS_SUCCESS)
+    lt = std::make_unique<LtDense>(lt_handle);
+  return std::unique_ptr<ComputeDevice>(
+      new CudaDevice(info, stream, blas, DeviceBuffer(workspace, kBlasWorkspaceBytes, &FreeDevice),
+                     std::move(lt), options.allow_tf32));
 }
 
 }  // namespace kubetrain::cuda
