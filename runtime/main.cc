@@ -180,10 +180,17 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
 }
 
 // This binary's path, for replicas whose container has no command.
+// The command `kubetrain run` starts replicas with: $KUBETRAIN_EXE when set
+// (scripts/gpu-run.sh's run.sh points it at a wrapper that starts kubetrain
+// through the packed dynamic loader), else this binary. Started through a
+// dynamic loader itself (`ld-linux-x86-64.so.2 kubetrain ...`),
+// /proc/self/exe names the loader, and argv[0] the binary.
 std::string SelfExe(const char* argv0) {
+  if (const char* exe = std::getenv("KUBETRAIN_EXE"); exe != nullptr && *exe != '\0') return exe;
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(argv0) : p.string();
+  if (ec || p.filename().string().rfind("ld-", 0) == 0) return std::string(argv0);
+  return p.string();
 }
 
 std::string Env(const char* name) {

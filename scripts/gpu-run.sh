@@ -117,6 +117,9 @@ if [[ -z "$have" || "$(printf '%s\n%s\n' "$built" "$have" | sort -V | sed -n 1p)
   launch=("$here/glibc/ld-linux-x86-64.so.2" --library-path "$here/glibc:$LD_LIBRARY_PATH")
 fi
 run() { "${launch[@]}" "$here/bin/$1" "${@:2}"; }
+# `kubetrain run` starts its replicas with this wrapper, so they get the same
+# libraries (and loader) as kubetrain itself.
+export KUBETRAIN_EXE="$here/bin/kubetrain-launch"
 data="$here/data/fashion-mnist"
 [[ -d "$data" ]] || data=/usr/share/datasets/fashion-mnist
 cmd="${1:-devices}"

@@ -117,6 +117,45 @@ TEST_F(AllreduceTraining, TwoAndFourWorkersReachTheSingleProcessAccuracyWithIden
   }
 }
 
+// A world of one has nothing to exchange: the job's worker applies the
+// update where the gradient is, and ends with the one process's figures to
+// the last printed digit. Its replica runs through $KUBETRAIN_EXE (what
+// scripts/gpu-run.sh's run.sh sets to start replicas through the packed
+// loader); and `kubetrain run` started through the dynamic loader starts its
+// replicas as kubetrain, not as the loader.
+TEST_F(AllreduceTraining, AWorldOfOneEndsWhereOneProcessDoesAndReplicasRunKubetrainExe) {
+  const std::vector<std::string> train = {"--model",   "mlp", "--epochs",      "2",
+                                          "--threads", "1",   "--train-limit", "6400",
+                                          "--seed",    "7",   "--log-every",   "50"};
+  std::vector<std::string> one = {KUBETRAIN_BIN, "train", "--metrics-port", "0"};
+  one.insert(one.end(), train.begin(), train.end());
+  testing_util::ProcessResult single = testing_util::RunProcess(one, std::chrono::seconds(300));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  std::smatch want;
+  ASSERT_TRUE(std::regex_search(single.out, want, std::regex("test_accuracy=\\S+ test_loss=\\S+")));
+
+  const std::string wrapper = dir_.File("kubetrain-exe");
+  const std::string marker = dir_.File("started");
+  data::testing_util::WritePlain(wrapper, absl::StrCat("#!/bin/sh\necho \"$@\" >> ", marker,
+                                                       "\nexec ", KUBETRAIN_BIN, " \"$@\"\n"));
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  data::testing_util::WritePlain(dir_.File("job.yaml"), ExampleJob(1, Args(train), ""));
+  RunningProcess run({KUBETRAIN_BIN, "run", "--grace", "5", dir_.File("job.yaml")},
+                     {"KUBETRAIN_EXE=" + wrapper});
+  ASSERT_EQ(run.Wait(std::chrono::seconds(300)), 0) << run.Output();
+  EXPECT_THAT(run.Output(), HasSubstr("allreduce backend ring: one rank: nothing to exchange"));
+  EXPECT_THAT(run.Output(), HasSubstr(want.str()));
+  EXPECT_THAT(ReadFile(marker), HasSubstr("train --model mlp")) << "the replica ran the wrapper";
+
+  for (const std::string loader : {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"}) {
+    if (!std::filesystem::exists(loader)) continue;
+    RunningProcess through({loader, KUBETRAIN_BIN, "run", "--grace", "5", dir_.File("job.yaml")},
+                           {});
+    ASSERT_EQ(through.Wait(std::chrono::seconds(300)), 0) << through.Output();
+    EXPECT_THAT(through.Output(), HasSubstr(want.str()));
+  }
+}
+
 TEST_F(AllreduceTraining, PodsOfTwoReplicasTrainByAllreduceInLockstep) {
   // Two worker pods of 2 device replicas each (--cpu-replicas 2: the --gpus
   // path on the CPU): each pod reduces its replicas first, then the pods'
