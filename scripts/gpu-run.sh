@@ -26,6 +26,8 @@
 #   /tmp/kubetrain-gpu/run.sh jobs [args]      # job samples/s against one process: allreduce
 #                                              #   and PS jobs (bench/gpu_jobs.py --help)
 #   /tmp/kubetrain-gpu/run.sh exec BINARY [args]   # any packed binary, e.g. kubetrain_bench
+#   /tmp/kubetrain-gpu/run.sh checks [OUT_DIR]  # every GPU test and benchmark, each with a
+#                                              #   timeout, logs in OUT_DIR (scripts/gpu-checks.sh)
 # bench and jobs pass --data (the packed Fashion-MNIST with --with-data, else
 # /usr/share/datasets/fashion-mnist) and --kubetrain bin/kubetrain-launch, a
 # wrapper that runs kubetrain through run.sh (so the replicas of `kubetrain
@@ -66,6 +68,7 @@ cp build/runtime/kubetrain build/tests/runtime/train/gpu_parity_test build/tests
    build/tests/runtime/tensor/cuda_runtime_test build/tests/runtime/exchange/allreduce/nccl_collective_test \
    build/tests/runtime/exchange/allreduce/collective_backend_test build/bench/kubetrain_bench "$root/bin/"
 cp bench/gpu_vs_pytorch.py bench/gpu_jobs.py "$root/bench/"
+cp scripts/gpu-checks.sh "$root/checks.sh"
 
 # Libraries the GPU machine brings itself: the CUDA driver and toolkit.
 is_cuda() { [[ "$1" =~ ^lib(cuda|cudart|cublas|cublasLt|nccl|nvidia-|nvrtc|nvJitLink) ]]; }
@@ -143,7 +146,8 @@ case "$cmd" in
   jobs)
     python3 "$here/bench/gpu_jobs.py" --kubetrain "$here/bin/kubetrain-launch" --data "$data" "$@" ;;
   exec) run "$@" ;;
-  *) echo "run.sh: unknown command '$cmd' (devices, test, bench, jobs, train, exec)" >&2; exit 2 ;;
+  checks) bash "$here/checks.sh" "$@" ;;
+  *) echo "run.sh: unknown command '$cmd' (devices, test, bench, jobs, train, exec, checks)" >&2; exit 2 ;;
 esac
 RUN
 # The bench script runs kubetrain as a plain executable: a launcher that
