@@ -24,6 +24,12 @@ inline constexpr char kEnvReplicaIndex[] = "KUBETRAIN_REPLICA_INDEX";
 inline constexpr char kEnvJobToken[] = "KUBETRAIN_JOB_TOKEN";
 // The runtime's metrics port (ports.h's kMetricsPort when unset; 0 = off).
 inline constexpr char kEnvMetricsPort[] = "KUBETRAIN_METRICS_PORT";
+// Where a failing runtime writes its one-line error, the container's
+// termination message (Kubernetes mounts /dev/termination-log, which the
+// runtime uses when this is unset; the local node agent sets this to a file
+// of its own and reads it back into the pod's status).
+inline constexpr char kEnvTerminationLog[] = "KUBETRAIN_TERMINATION_LOG";
+inline constexpr char kDefaultTerminationLog[] = "/dev/termination-log";
 // torch.distributed-style variables for jobs without parameter servers.
 inline constexpr char kEnvMasterAddr[] = "MASTER_ADDR";
 inline constexpr char kEnvMasterPort[] = "MASTER_PORT";

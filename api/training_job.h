@@ -134,9 +134,14 @@ struct SchedulingPolicy {
   bool operator==(const SchedulingPolicy&) const = default;
 };
 
+inline constexpr int32_t kDefaultMaxDisruptions = 10;
+
 struct RunPolicy {
   std::optional<CleanPodPolicy> clean_pod_policy;  // default Running
   std::optional<int32_t> backoff_limit;            // restarts allowed, all replicas together
+  // Evicted, preempted or node-lost replicas recreated without counting
+  // toward backoff_limit (api/failure_reason.h); default kDefaultMaxDisruptions.
+  std::optional<int32_t> max_disruptions;
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int32_t> ttl_seconds_after_finished;
   bool suspend = false;

@@ -35,9 +35,10 @@ absl::StatusOr<ReplicaSpec> ReplicaSpecFromJson(const json& v, const std::string
 
 absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy* rp) {
   if (absl::Status s = CheckObject(v, path); !s.ok()) return s;
-  if (absl::Status s = CheckKnownFields(v, path,
-                                        {"cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
-                                         "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
+  if (absl::Status s = CheckKnownFields(
+          v, path,
+          {"cleanPodPolicy", "backoffLimit", "maxDisruptions", "activeDeadlineSeconds",
+           "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
       !s.ok()) {
     return s;
   }
@@ -47,6 +48,9 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
     return s;
   }
   if (absl::Status s = GetOptionalInt(v, "backoffLimit", path, &rp->backoff_limit); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetOptionalInt(v, "maxDisruptions", path, &rp->max_disruptions); !s.ok()) {
     return s;
   }
   if (absl::Status s =
@@ -190,6 +194,7 @@ json ToJson(const TrainingJob& job) {
   json run = json::object();
   if (rp.clean_pod_policy) run["cleanPodPolicy"] = CleanPodPolicyName(*rp.clean_pod_policy);
   if (rp.backoff_limit) run["backoffLimit"] = *rp.backoff_limit;
+  if (rp.max_disruptions) run["maxDisruptions"] = *rp.max_disruptions;
   if (rp.active_deadline_seconds) run["activeDeadlineSeconds"] = *rp.active_deadline_seconds;
   if (rp.ttl_seconds_after_finished) {
     run["ttlSecondsAfterFinished"] = *rp.ttl_seconds_after_finished;

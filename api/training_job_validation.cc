@@ -105,6 +105,10 @@ absl::Status Validate(const TrainingJob& job) {
     return FieldError("spec.runPolicy.backoffLimit",
                       absl::StrCat("must be >= 0, got ", *rp.backoff_limit));
   }
+  if (rp.max_disruptions && *rp.max_disruptions < 0) {
+    return FieldError("spec.runPolicy.maxDisruptions",
+                      absl::StrCat("must be >= 0, got ", *rp.max_disruptions));
+  }
   // A zero deadline would fail the job at once; the CRD and Kubernetes Jobs
   // refuse it too.
   if (rp.active_deadline_seconds && *rp.active_deadline_seconds < 1) {

@@ -23,6 +23,7 @@ class RecordingMetrics final : public controller::OperatorMetrics {
   void JobSucceeded(const std::string&) override {}
   void JobFailed(const std::string&) override {}
   void JobRestarted(const std::string&) override {}
+  void ReplicaFailed(const std::string&, const std::string&) override {}
   void PodCreated(const std::string&) override { ++pods_; }
   void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
   void ObserveReconcile(double seconds, bool error) override {

@@ -17,6 +17,7 @@
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/denormals.h"
 #include "runtime/tensor/device.h"
+#include "runtime/train/termination_message.h"
 #include "runtime/train/train_command.h"
 
 namespace {
@@ -294,5 +295,20 @@ int main(int argc, char** argv) {
   train_options.replica_index = Env(kubetrain::api::kEnvReplicaIndex);
   train_options.start_time_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return kubetrain::train::RunTrainCommand(train_options, std::cout, std::cerr, clock);
+  // A failing replica leaves its one-line error as the container's
+  // termination message (the pod's status, then the job's lastFailure).
+  kubetrain::train::ErrorTee tee(std::cerr);
+  std::ostream err(&tee);
+  const int code = kubetrain::train::RunTrainCommand(train_options, std::cout, err, clock);
+  err.flush();
+  if (code != 0 && !tee.last_error().empty()) {
+    const std::string path = kubetrain::train::TerminationLogPath(std::getenv);
+    if (!path.empty()) {
+      if (absl::Status s = kubetrain::train::WriteTerminationMessage(path, tee.last_error());
+          !s.ok()) {
+        std::cerr << "kubetrain: warning: no termination message: " << s.message() << std::endl;
+      }
+    }
+  }
+  return code;
 }

@@ -32,12 +32,16 @@ void TrimMetadata(Json& object) {
   }
 }
 
-void TrimTerminated(Json& container_status, const char* which) {
+// How a container ended (exit code, reason, termination message), or what
+// it waits for (reason, message): what classifies a failure (pod_status.h).
+void TrimState(Json& container_status, const char* which) {
   auto state = container_status.find(which);
   if (state == container_status.end()) return;
-  KeepOnly(*state, {"terminated"});
+  KeepOnly(*state, {"terminated", "waiting"});
   auto terminated = state->find("terminated");
-  if (terminated != state->end()) KeepOnly(*terminated, {"exitCode", "reason"});
+  if (terminated != state->end()) KeepOnly(*terminated, {"exitCode", "reason", "message"});
+  auto waiting = state->find("waiting");
+  if (waiting != state->end()) KeepOnly(*waiting, {"reason", "message"});
 }
 
 }  // namespace
@@ -55,22 +59,33 @@ void TrimCachedPod(Json& pod) {
         containers.push_back(std::move(c));
       }
     }
-    *spec = Json{{"containers", std::move(containers)}};
+    Json trimmed{{"containers", std::move(containers)}};
+    auto node = spec->find("nodeName");
+    if (node != spec->end() && node->is_string()) trimmed["nodeName"] = std::move(*node);
+    *spec = std::move(trimmed);
   }
   auto status = pod.find("status");
   if (status != pod.end() && status->is_object()) {
-    KeepOnly(*status, {"phase", "reason", "podIP", "conditions", "containerStatuses"});
+    KeepOnly(*status, {"phase", "reason", "message", "podIP", "conditions", "containerStatuses"});
     auto conditions = status->find("conditions");
     if (conditions != status->end() && conditions->is_array()) {
-      for (Json& c : *conditions) KeepOnly(c, {"type", "status"});
+      for (Json& c : *conditions) {
+        // DisruptionTarget's (and PodScheduled's) reason and message say why.
+        const bool why = c.is_object() && c.value("type", "") != "Ready";
+        if (why) {
+          KeepOnly(c, {"type", "status", "reason", "message"});
+        } else {
+          KeepOnly(c, {"type", "status"});
+        }
+      }
     }
     auto statuses = status->find("containerStatuses");
     if (statuses != status->end() && statuses->is_array()) {
       for (Json& c : *statuses) {
         KeepOnly(c, {"name", "restartCount", "state", "lastState"});
         if (!c.is_object()) continue;
-        TrimTerminated(c, "state");
-        TrimTerminated(c, "lastState");
+        TrimState(c, "state");
+        TrimState(c, "lastState");
       }
     }
   }

@@ -6,12 +6,31 @@ namespace kubetrain::controller {
 
 std::string DescribeFailure(const FailedReplica& failed) {
   return absl::StrCat(api::ReplicaTypeLower(failed.type), "-", failed.index, " (pod ",
-                      failed.pod_name, ") ", failed.exit.Describe(), failed.detail);
+                      failed.pod_name, failed.node.empty() ? "" : " on ", failed.node, ") ",
+                      failed.exit.Describe(), failed.detail, " [",
+                      api::FailureReasonName(failed.reason), "]",
+                      failed.message.empty() ? "" : ": ", failed.message);
+}
+
+int MaxDisruptions(const api::RunPolicy& run_policy) {
+  return run_policy.max_disruptions.value_or(api::kDefaultMaxDisruptions);
 }
 
 FailureDecision DecideFailures(const std::string& job_name, const api::RunPolicy& run_policy,
-                               int total_restarts, const std::vector<FailedReplica>& failed) {
+                               int total_restarts, int disruptions,
+                               const std::vector<FailedReplica>& failed) {
   FailureDecision d;
+  // Disruptions first: the replica did nothing wrong, and its recreation
+  // does not count toward the backoff limit.
+  std::vector<bool> handled(failed.size(), false);
+  for (size_t i = 0; i < failed.size(); ++i) {
+    if (!api::IsDisruption(failed[i].reason) || disruptions >= MaxDisruptions(run_policy)) {
+      continue;
+    }
+    ++disruptions;
+    d.disrupted.push_back(i);
+    handled[i] = true;
+  }
   if (api::ExceedsBackoffLimit(run_policy, total_restarts)) {
     d.fail = JobFailure{
         "BackoffLimitExceeded",
@@ -25,6 +44,7 @@ FailureDecision DecideFailures(const std::string& job_name, const api::RunPolicy
     return d;
   }
   for (size_t i = 0; i < failed.size(); ++i) {
+    if (handled[i]) continue;
     const api::ExitAction action = api::DecideOnExit(failed[i].policy, failed[i].exit);
     if (action == api::ExitAction::kRestart) {
       if (api::ExceedsBackoffLimit(run_policy, total_restarts + 1)) {

@@ -17,6 +17,9 @@ class OperatorMetrics {
   virtual void JobSucceeded(const std::string& ns) = 0;  // transition to Succeeded
   virtual void JobFailed(const std::string& ns) = 0;     // transition to Failed
   virtual void JobRestarted(const std::string& ns) = 0;  // a replica restarted
+  // A replica's pod failed (or cannot start) for `reason`
+  // (api/failure_reason.h: OOMKilled, Preempted, ...).
+  virtual void ReplicaFailed(const std::string& ns, const std::string& reason) = 0;
   virtual void PodCreated(const std::string& ns) = 0;
   // Current jobs per (namespace, phase): phase is the job's latest condition
   // type (Created, Running, Restarting, Succeeded, Failed, Suspended).
@@ -32,6 +35,7 @@ class NoopOperatorMetrics final : public OperatorMetrics {
   void JobSucceeded(const std::string&) override {}
   void JobFailed(const std::string&) override {}
   void JobRestarted(const std::string&) override {}
+  void ReplicaFailed(const std::string&, const std::string&) override {}
   void PodCreated(const std::string&) override {}
   void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
   void ObserveReconcile(double, bool) override {}

@@ -137,6 +137,9 @@ struct Reconciler::Pass {
     return services_settled_at_collect && d.expectations->Satisfied(ServiceExpectationKey(key));
   }
   bool restarting = false;
+  // Why this pass restarted a replica: the Restarting condition's reason
+  // and message (api/failure_reason.h); empty for in-place restarts.
+  std::string restart_reason, restart_message;
   absl::Mutex created_mu;
   std::set<std::string> created_pods ABSL_GUARDED_BY(created_mu);
   std::set<std::string> created_services ABSL_GUARDED_BY(created_mu);
@@ -342,17 +345,44 @@ struct Reconciler::Pass {
     std::vector<FailedReplica> failed;
     std::vector<ObjectPtr> failed_pods;
     for (const auto& [k, pod] : pods) {
-      if (kube::IsBeingDeleted(*pod) || PodPhase(*pod) != "Failed") continue;
+      if (kube::IsBeingDeleted(*pod)) continue;
       FailedReplica f;
       std::tie(f.type, f.index) = k;
       f.pod_name = kube::Name(*pod);
-      f.exit = FailedPodExit(*pod, &f.detail);
       f.policy = job.Find(f.type)->Restart();
+      if (PodPhase(*pod) != "Failed") {
+        // A container that waits for what will not come by itself (an
+        // image, a Secret) is reported, once, but left to the kubelet.
+        if (std::optional<PodFailure> stuck = StuckPodFailure(*pod)) {
+          SetFailureFields(f, *stuck);
+          if (RecordLastFailure(f)) {
+            d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
+            Event(kEventWarning, api::FailureReasonName(f.reason), DescribeFailure(f));
+          }
+        }
+        continue;
+      }
+      SetFailureFields(f, ClassifyFailedPod(*pod));
       failed.push_back(std::move(f));
       failed_pods.push_back(pod);
     }
+    const int disruptions = static_cast<int>(kube::IntAt(status, {"disruptionCount"}, 0));
     const FailureDecision decision =
-        DecideFailures(name, job.spec.run_policy, total_restarts, failed);
+        DecideFailures(name, job.spec.run_policy, total_restarts, disruptions, failed);
+    for (size_t i : decision.disrupted) {
+      const FailedReplica& f = failed[i];
+      const int64_t count = kube::IntAt(status, {"disruptionCount"}, 0) + 1;
+      status["disruptionCount"] = count;
+      RecordLastFailure(f);
+      d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
+      Event(kEventWarning, api::FailureReasonName(f.reason),
+            absl::StrCat(DescribeFailure(f),
+                         ": recreating; a disruption, not counted toward "
+                         "backoffLimit (",
+                         count, " of maxDisruptions ", MaxDisruptions(job.spec.run_policy), ")"));
+      PlanDeletePod(failed_pods[i], " (disruption)");
+      NoteRestart(f);
+    }
     for (size_t i : decision.restart) {
       const FailedReplica& f = failed[i];
       // Typed reads (IntAt): `rs.value(...)` threw on a null rs here,
@@ -362,16 +392,61 @@ struct Reconciler::Pass {
       rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
       status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
       d.metrics->JobRestarted(ns);
+      RecordLastFailure(f);
+      d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
       Event(kEventWarning, "Restarting",
             absl::StrCat(DescribeFailure(f), ": restarting (policy ",
                          api::RestartPolicyName(f.policy), ")"));
       PlanDeletePod(failed_pods[i], " (restart)");
-      restarting = true;
+      NoteRestart(f);
     }
     if (decision.fail.has_value()) {
+      // The failure that ended the job is the last one reported.
+      for (const FailedReplica& f : failed) {
+        if (decision.fail->message.find(DescribeFailure(f)) != std::string::npos) {
+          if (RecordLastFailure(f)) d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
+          break;
+        }
+      }
       Fail(decision.fail->reason, decision.fail->message);
       return false;
     }
+    return true;
+  }
+
+  static void SetFailureFields(FailedReplica& f, const PodFailure& p) {
+    f.exit = p.exit;
+    f.detail = p.detail;
+    f.reason = p.reason;
+    f.node = p.node;
+    f.message = p.message;
+  }
+
+  // This pass restarts (or recreates) `f`: the Restarting condition says why.
+  void NoteRestart(const FailedReplica& f) {
+    restarting = true;
+    restart_reason = api::FailureReasonName(f.reason);
+    restart_message = absl::StrCat("TrainingJob ", name, " is restarting: ", DescribeFailure(f));
+  }
+
+  // status.lastFailure := f (replica, pod, node, exit code, reason, message,
+  // time). False when it already holds this pod's failure for this reason
+  // (so a pod stuck for many passes is reported once).
+  bool RecordLastFailure(const FailedReplica& f) {
+    kube::Json& last = status["lastFailure"];
+    if (last.is_object() && kube::StringAt(last, {"pod"}) == f.pod_name &&
+        kube::StringAt(last, {"reason"}) == api::FailureReasonName(f.reason)) {
+      return false;
+    }
+    last = kube::Json::object();
+    last["replicaType"] = api::ReplicaTypeName(f.type);
+    last["replicaIndex"] = f.index;
+    last["pod"] = f.pod_name;
+    last["node"] = f.node;
+    last["exitCode"] = f.exit.EffectiveCode();
+    last["reason"] = api::FailureReasonName(f.reason);
+    last["message"] = f.message;
+    last["time"] = now_str;
     return true;
   }
 
@@ -604,7 +679,10 @@ struct Reconciler::Pass {
         Fail(decision.reason, decision.message);
         break;
       case PhaseDecision::Kind::kRestarting:
-        SetCondition(status, kCondRestarting, true, decision.reason, decision.message, now_str);
+        // The condition names what this pass restarted, and why.
+        SetCondition(status, kCondRestarting, true,
+                     restart_reason.empty() ? decision.reason : restart_reason,
+                     restart_message.empty() ? decision.message : restart_message, now_str);
         break;
       case PhaseDecision::Kind::kRunning:
         SetCondition(status, kCondRunning, true, decision.reason, decision.message, now_str);

@@ -96,6 +96,11 @@ Json BuildPod(const api::TrainingJob& job, const Json& job_json, api::ReplicaTyp
       for (const Json& e : container["env"]) env_json.push_back(e);
     }
     container["env"] = env_json;
+    // A crash that writes no termination message of its own still leaves
+    // its last log lines in the pod's status (status.lastFailure.message).
+    if (!container.contains("terminationMessagePolicy")) {
+      container["terminationMessagePolicy"] = "FallbackToLogsOnError";
+    }
     // The metrics port, by name, unless the template declares it (by name or
     // number) already: a second entry for the same port would be a duplicate.
     if (!container.contains("ports") || !container["ports"].is_array()) {

@@ -13,6 +13,11 @@ inline constexpr char kJobsSucceededTotal[] = "kubetrain_operator_jobs_succeeded
 inline constexpr char kJobsFailedTotal[] = "kubetrain_operator_jobs_failed_total";
 inline constexpr char kJobsRestartedTotal[] = "kubetrain_operator_jobs_restarted_total";
 inline constexpr char kPodsCreatedTotal[] = "kubetrain_operator_pods_created_total";
+// Also with `reason` (api/failure_reason.h: OOMKilled, Evicted, Preempted,
+// NodeLost, LostPeer, ConfigError, ...): replica pods that failed or cannot
+// start; Evicted, Preempted and NodeLost are disruptions.
+inline constexpr char kReplicaFailuresTotal[] = "kubetrain_operator_replica_failures_total";
+inline constexpr char kReasonLabel[] = "reason";
 
 // Gauge: current TrainingJobs per `training_namespace` and `phase` (the latest
 // condition type: Created, Running, Restarting, Succeeded, Failed, Suspended).

@@ -49,6 +49,9 @@ PrometheusOperatorMetrics::PrometheusOperatorMetrics(prometheus::Registry& regis
                                     "Replica restarts the operator performed for TrainingJobs")),
       pods_created_(
           CounterFamily(registry, kPodsCreatedTotal, "Pods the operator created for TrainingJobs")),
+      replica_failures_(CounterFamily(registry, kReplicaFailuresTotal,
+                                      "Replica pods that failed or cannot start, by reason "
+                                      "(Evicted, Preempted and NodeLost are disruptions)")),
       jobs_(GaugeFamily(registry, kJobs,
                         "Current TrainingJobs by namespace and phase (latest condition type)")),
       reconcile_duration_(HistogramFamily(registry, kReconcileDurationSeconds,
@@ -84,6 +87,9 @@ void PrometheusOperatorMetrics::JobFailed(const std::string& ns) {
 }
 void PrometheusOperatorMetrics::JobRestarted(const std::string& ns) {
   jobs_restarted_.Add(Namespace(ns)).Increment();
+}
+void PrometheusOperatorMetrics::ReplicaFailed(const std::string& ns, const std::string& reason) {
+  replica_failures_.Add({{kNamespaceLabel, ns}, {kReasonLabel, reason}}).Increment();
 }
 void PrometheusOperatorMetrics::PodCreated(const std::string& ns) {
   pods_created_.Add(Namespace(ns)).Increment();

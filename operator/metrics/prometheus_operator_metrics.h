@@ -44,6 +44,7 @@ class PrometheusOperatorMetrics final : public controller::OperatorMetrics {
   void JobSucceeded(const std::string& ns) override;
   void JobFailed(const std::string& ns) override;
   void JobRestarted(const std::string& ns) override;
+  void ReplicaFailed(const std::string& ns, const std::string& reason) override;
   void PodCreated(const std::string& ns) override;
   // Replaces every kubetrain_operator_jobs series: (namespace, phase) pairs
   // absent from `counts` are removed, so the gauge never reports jobs that
@@ -79,6 +80,7 @@ class PrometheusOperatorMetrics final : public controller::OperatorMetrics {
   prometheus::Family<prometheus::Counter>& jobs_failed_;
   prometheus::Family<prometheus::Counter>& jobs_restarted_;
   prometheus::Family<prometheus::Counter>& pods_created_;
+  prometheus::Family<prometheus::Counter>& replica_failures_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Histogram& reconcile_duration_;
   prometheus::Counter& reconcile_errors_;

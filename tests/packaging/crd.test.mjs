@@ -210,7 +210,7 @@ test('replicaSpecs are immutable while Running, except Worker replicas', () => {
 const STATUS_WRITERS = {
   'operator/controller/reconciler.cc': {
     status: 'status', 'p.status': 'status', object: '', replica_statuses: 'status.replicaStatuses',
-    rs: 'status.replicaStatuses.*',
+    rs: 'status.replicaStatuses.*', last: 'status.lastFailure',
   },
   'operator/controller/progress_poller.cc': {out: 'status.progress', progress: 'status.progress', patch: ''},
   'operator/controller/job_status.cc': {status: 'status', updated: 'status.conditions[]', c: 'status.conditions[]'},

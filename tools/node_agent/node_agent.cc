@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/env_vars.h"
 #include "api/labels.h"
 #include "api/ports.h"
 #include "operator/kube/object.h"
@@ -64,6 +65,48 @@ std::string NodeAgent::LogPath(const std::string& ns, const std::string& pod,
                                const std::string& container) const {
   return absl::StrCat(options_.state_dir, "/logs/", ns, "/", pod, "/", container, ".log");
 }
+
+std::string NodeAgent::TerminationLogPath(const std::string& uid,
+                                          const std::string& container) const {
+  return absl::StrCat(options_.state_dir, "/work/", uid, "/", container, ".termination-log");
+}
+
+namespace {
+
+// The kubelet's terminationMessagePolicy: the file's contents, else (with
+// FallbackToLogsOnError and a failed container) the log's last 80 lines,
+// at most 2 KiB; at most 4 KiB either way.
+std::string TerminationMessage(const std::string& file, const std::string& log, int exit_code,
+                               const std::string& policy) {
+  auto tail = [](const std::string& path, size_t max_bytes) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) return std::string();
+    const std::streamoff size = in.tellg();
+    const std::streamoff from =
+        std::max<std::streamoff>(0, size - static_cast<std::streamoff>(max_bytes));
+    in.seekg(from);
+    std::string s(static_cast<size_t>(size - from), '\0');
+    in.read(s.data(), static_cast<std::streamsize>(s.size()));
+    return s;
+  };
+  std::string message = tail(file, 4096);
+  if (message.empty() && exit_code != 0 && policy == "FallbackToLogsOnError") {
+    message = tail(log, 2048);
+    size_t lines = 0, at = message.size();
+    while (at > 0 && lines <= 80) {
+      at = message.rfind('\n', at - 1);
+      if (at == std::string::npos) {
+        at = 0;
+        break;
+      }
+      ++lines;
+    }
+    if (lines > 80) message = message.substr(at + 1);
+  }
+  return message;
+}
+
+}  // namespace
 
 absl::Status NodeAgent::Register() {
   const Resources& c = options_.capacity;
@@ -213,6 +256,10 @@ void NodeAgent::StartContainer(PodRun& run, size_t i) {
   launch.argv.insert(launch.argv.end(), argv->begin(), argv->end());
   launch.env = options_.base_env;
   launch.env.emplace_back("HOSTNAME", run.name);
+  // Every run starts with an empty termination message.
+  const std::string termination_log = TerminationLogPath(run.uid, c.name);
+  std::ofstream(termination_log, std::ios::trunc).close();
+  launch.env.emplace_back(api::kEnvTerminationLog, termination_log);
   launch.env.insert(launch.env.end(), env->begin(), env->end());
   launch.log_path = LogPath(run.ns, run.name, c.name);
   launch.working_dir = kube::StringAt(spec, {"workingDir"});
@@ -254,6 +301,10 @@ void NodeAgent::ReapAndRestart(PodRun& run) {
                       {"finishedAt", c.finished_at},
                       {"containerID", absl::StrCat("process://", run.uid, "/", c.name)}};
       if (*code > 128) terminated["signal"] = *code - 128;
+      const std::string message = TerminationMessage(
+          TerminationLogPath(run.uid, c.name), LogPath(run.ns, run.name, c.name), *code,
+          kube::StringAt(run.pod["spec"]["containers"][i], {"terminationMessagePolicy"}));
+      if (!message.empty()) terminated["message"] = message;
       c.last_state = {{"terminated", terminated}};
       const bool restart = !run.terminating && (run.restart_policy == "Always" ||
                                                 (run.restart_policy == "OnFailure" && *code != 0));

@@ -91,6 +91,10 @@ class NodeAgent {
   int ActivePods() const;
   std::string LogPath(const std::string& ns, const std::string& pod,
                       const std::string& container) const;
+  // The file a container's termination message is read from when it exits
+  // ($KUBETRAIN_TERMINATION_LOG in its environment, as /dev/termination-log
+  // is in a pod).
+  std::string TerminationLogPath(const std::string& uid, const std::string& container) const;
 
  private:
   struct ContainerRun {

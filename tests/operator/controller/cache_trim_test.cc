@@ -50,6 +50,7 @@ Json ServerPod(const Json& status) {
                                             {{"name", "sidecar"}, {"image", "sidecar:1"}}})},
                 {"volumes", Json::array({{{"name", "token"}, {"secret", {{"secretName", "s"}}}}})},
                 {"tolerations", Json::array({{{"key", "a"}}, {{"key", "b"}}})},
+                {"nodeName", "node-b"},
                 {"restartPolicy", "Never"}}},
               {"status", status}};
 }
@@ -58,13 +59,19 @@ TEST(CacheTrimTest, PodKeepsWhatTheControllerReadsAndDropsTheRest) {
   const Json status{
       {"phase", "Failed"},
       {"reason", "Evicted"},
+      {"message", "The node was low on resource: memory."},
       {"podIP", "10.0.0.7"},
       {"hostIP", "192.168.0.1"},
       {"qosClass", "BestEffort"},
       {"conditions",
        Json::array(
            {{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2026-11-24T10:00:01Z"}},
-            {{"type", "PodScheduled"}, {"status", "True"}}})},
+            {{"type", "PodScheduled"}, {"status", "True"}},
+            {{"type", "DisruptionTarget"},
+             {"status", "True"},
+             {"reason", "TerminationByKubelet"},
+             {"message", "The node was low on resource: memory."},
+             {"lastTransitionTime", "2026-11-24T10:00:03Z"}}})},
       {"containerStatuses",
        Json::array({{{"name", "sidecar"}, {"restartCount", 1}, {"image", "sidecar:1"}},
                     {{"name", "kubetrain"},
@@ -76,6 +83,7 @@ TEST(CacheTrimTest, PodKeepsWhatTheControllerReadsAndDropsTheRest) {
                       {{"terminated",
                         {{"exitCode", 137},
                          {"reason", "OOMKilled"},
+                         {"message", "kubetrain: error: out of memory"},
                          {"startedAt", "2026-11-24T10:00:02Z"}}}}},
                      {"lastState", {{"running", {{"startedAt", "x"}}}}}}})}};
   const Json full = ServerPod(status);
@@ -102,10 +110,20 @@ TEST(CacheTrimTest, PodKeepsWhatTheControllerReadsAndDropsTheRest) {
   ASSERT_TRUE(kube::ControllerUid(trimmed));
   EXPECT_EQ(*kube::ControllerUid(trimmed), "job-uid");
   EXPECT_EQ(kube::StringAt(trimmed, {"status", "podIP"}), "10.0.0.7");
+  // The failure's classification reads the condition, the pod's message,
+  // the termination message and the node.
+  const PodFailure want = ClassifyFailedPod(full), got = ClassifyFailedPod(trimmed);
+  EXPECT_EQ(got.reason, want.reason);
+  EXPECT_EQ(got.reason, api::FailureReason::kEvicted);
+  EXPECT_EQ(got.message, want.message);
+  EXPECT_EQ(got.node, "node-b");
 
   // What it never reads is gone.
   EXPECT_EQ(trimmed["spec"],
-            (Json{{"containers", Json::array({{{"name", "kubetrain"}}, {{"name", "sidecar"}}})}}));
+            (Json{{"containers", Json::array({{{"name", "kubetrain"}}, {{"name", "sidecar"}}})},
+                  {"nodeName", "node-b"}}));
+  EXPECT_FALSE(trimmed["status"]["conditions"][0].contains("lastTransitionTime"));
+  EXPECT_FALSE(trimmed["status"]["conditions"][2].contains("lastTransitionTime"));
   EXPECT_FALSE(trimmed["metadata"].contains("managedFields"));
   EXPECT_FALSE(trimmed["metadata"].contains("selfLink"));
   EXPECT_FALSE(trimmed["metadata"]["annotations"].contains(

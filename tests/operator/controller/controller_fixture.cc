@@ -152,6 +152,12 @@ void ControllerFixture::SetPodFailed(const std::string& pod, int exit_code,
   ASSERT_TRUE(patched.ok()) << patched.status();
 }
 
+void ControllerFixture::PatchPodStatus(const std::string& pod, const Json& status) {
+  absl::StatusOr<Json> patched =
+      client().MergePatch(kube::kPods, ns(), pod, Json{{"status", status}}, "status");
+  ASSERT_TRUE(patched.ok()) << patched.status();
+}
+
 void ControllerFixture::SetAllRunning(const std::string& job) {
   for (const auto& [name, pod] : Pods(job)) SetPodRunning(name);
 }

@@ -32,6 +32,9 @@ class CountingMetrics final : public OperatorMetrics {
   void JobSucceeded(const std::string&) override { Bump("succeeded"); }
   void JobFailed(const std::string&) override { Bump("failed"); }
   void JobRestarted(const std::string&) override { Bump("restarted"); }
+  void ReplicaFailed(const std::string&, const std::string& reason) override {
+    Bump("failure:" + reason);
+  }
   void PodCreated(const std::string&) override { Bump("pods"); }
   void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
   void ObserveReconcile(double, bool error) override { Bump(error ? "errors" : "reconciles"); }
@@ -89,6 +92,8 @@ class ControllerFixture : public ::testing::Test {
   void SetPodRunning(const std::string& pod, int restart_count = 0);
   void SetPodSucceeded(const std::string& pod);
   void SetPodFailed(const std::string& pod, int exit_code, const std::string& reason = "Error");
+  // Merges `status` into the pod's status, as a kubelet's patch would.
+  void PatchPodStatus(const std::string& pod, const Json& status);
   void SetAllRunning(const std::string& job);
 
   bool WaitForPods(const std::string& job, size_t n);

@@ -150,6 +150,116 @@ TEST_F(ControllerTest, ExitCodePolicyRestartsRetryableAndFailsPermanent) {
   ASSERT_TRUE(WaitFor([&] { return Pods("ec").size() == 1; }));
 }
 
+// A preempted replica (the scheduler's DisruptionTarget condition, as a
+// v1.26+ control plane writes it) is recreated without using up the
+// backoff limit, and the status says which replica, why and what the
+// control plane said.
+TEST_F(ControllerTest, DisruptionsAreRecreatedWithoutCountingAndNamedInStatus) {
+  StartController();
+  CreateJob(MakeJob("dis", 0, 2,
+                    Json{{"spec",
+                          {{"replicaSpecs", {{"Worker", {{"restartPolicy", "ExitCode"}}}}},
+                           {"runPolicy", {{"backoffLimit", 0}}}}}}));
+  ASSERT_TRUE(WaitForPods("dis", 2));
+  SetAllRunning("dis");
+  ASSERT_TRUE(WaitForCondition("dis", kCondRunning));
+  const std::string old_uid = kube::Uid(Pods("dis")["dis-worker-1"]);
+  PatchPodStatus(
+      "dis-worker-1",
+      Json{{"phase", "Failed"},
+           {"conditions", Json::array({{{"type", "DisruptionTarget"},
+                                        {"status", "True"},
+                                        {"reason", "PreemptionByScheduler"},
+                                        {"message",
+                                         "kube-scheduler: preempting to accommodate "
+                                         "a higher priority pod"}}})},
+           {"containerStatuses",
+            Json::array({{{"name", "kubetrain"},
+                          {"state", {{"terminated", {{"exitCode", 143}, {"reason", "Error"}}}}},
+                          {"restartCount", 0}}})}});
+  ASSERT_TRUE(WaitFor([&] {
+    auto pods = Pods("dis");
+    return pods.count("dis-worker-1") && kube::Uid(pods["dis-worker-1"]) != old_uid;
+  }));
+  ASSERT_TRUE(WaitFor([&] { return Status("dis").value("disruptionCount", 0) == 1; }));
+  const Json status = Status("dis");
+  EXPECT_EQ(status.value("restartCount", 0), 0) << "not counted toward backoffLimit 0";
+  EXPECT_FALSE(IsFinished(status));
+  const Json& last = status["lastFailure"];
+  EXPECT_EQ(last["reason"], "Preempted");
+  EXPECT_EQ(last["replicaType"], "Worker");
+  EXPECT_EQ(last["replicaIndex"], 1);
+  EXPECT_EQ(last["pod"], "dis-worker-1");
+  EXPECT_EQ(last["exitCode"], 143);
+  EXPECT_THAT(last["message"].get<std::string>(), HasSubstr("preempting"));
+  const Json* restarting = FindCondition(status, kCondRestarting);
+  ASSERT_NE(restarting, nullptr);
+  EXPECT_EQ((*restarting)["reason"], "Preempted");
+  EXPECT_THAT((*restarting)["message"].get<std::string>(), HasSubstr("worker-1"));
+  EXPECT_TRUE(WaitForEvent("dis", "Preempted"));
+  EXPECT_TRUE(WaitFor([&] { return metrics_.Get("failure:Preempted") == 1; }));
+  EXPECT_EQ(metrics_.Get("restarted"), 0);
+}
+
+// A permanent exit with the runtime's error line is a ConfigError: the job
+// fails at once, and its status and condition carry the runtime's line.
+TEST_F(ControllerTest, AConfigErrorFailsTheJobWithTheRuntimesLine) {
+  StartController();
+  CreateJob(MakeJob("cfg", 0, 1,
+                    Json{{"spec",
+                          {{"replicaSpecs", {{"Worker", {{"restartPolicy", "ExitCode"}}}}},
+                           {"runPolicy", {{"backoffLimit", 3}}}}}}));
+  ASSERT_TRUE(WaitForPods("cfg", 1));
+  PatchPodStatus("cfg-worker-0",
+                 Json{{"phase", "Failed"},
+                      {"containerStatuses",
+                       Json::array({{{"name", "kubetrain"},
+                                     {"state",
+                                      {{"terminated",
+                                        {{"exitCode", 1},
+                                         {"reason", "Error"},
+                                         {"message",
+                                          "kubetrain: error: unknown model 'xyz' (known: cnn, "
+                                          "mlp)\n"}}}}},
+                                     {"restartCount", 0}}})}});
+  ASSERT_TRUE(WaitForCondition("cfg", kCondFailed));
+  const Json status = Status("cfg");
+  EXPECT_EQ(status["lastFailure"]["reason"], "ConfigError");
+  EXPECT_EQ(status["lastFailure"]["message"],
+            "kubetrain: error: unknown model 'xyz' (known: cnn, mlp)");
+  EXPECT_THAT((*FindCondition(status, kCondFailed))["message"].get<std::string>(),
+              HasSubstr("[ConfigError]: kubetrain: error: unknown model 'xyz'"));
+  EXPECT_EQ(status.value("restartCount", 0), 0) << "no retries";
+}
+
+// A container that cannot start (its image cannot be pulled) is reported in
+// lastFailure and one Event, and left Pending for the kubelet to retry.
+TEST_F(ControllerTest, AnImageThatCannotBePulledIsReportedOnce) {
+  StartController();
+  CreateJob(MakeJob("img", 0, 1));
+  ASSERT_TRUE(WaitForPods("img", 1));
+  const Json waiting{
+      {"phase", "Pending"},
+      {"containerStatuses",
+       Json::array({{{"name", "kubetrain"},
+                     {"state",
+                      {{"waiting",
+                        {{"reason", "ImagePullBackOff"},
+                         {"message", "Back-off pulling image \"kubetrain:nope\""}}}}},
+                     {"restartCount", 0}}})}};
+  PatchPodStatus("img-worker-0", waiting);
+  ASSERT_TRUE(WaitFor([&] {
+    return kube::StringAt(Status("img"), {"lastFailure", "reason"}) == "ImagePullBackOff";
+  }));
+  EXPECT_TRUE(WaitForEvent("img", "ImagePullBackOff"));
+  // Reported again by later passes? No: one event, one count.
+  PatchPodStatus("img-worker-0", Json{{"message", "still pulling"}});
+  ASSERT_TRUE(WaitFor([&] { return metrics_.Get("failure:ImagePullBackOff") >= 1; }));
+  EXPECT_EQ(metrics_.Get("failure:ImagePullBackOff"), 1);
+  EXPECT_FALSE(IsFinished(Status("img")));
+  EXPECT_EQ(Pods("img").size(), 1u);
+}
+
 TEST_F(ControllerTest, NeverPolicyFailsOnAnyFailure) {
   StartController();
   CreateJob(MakeJob("nv", 0, 2));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -304,6 +305,46 @@ TEST_F(NodeAgentTest, NeverFailsThePodWithTheExitCode) {
   clock_.AdvanceSeconds(60);
   Sync();
   EXPECT_EQ(launcher_.launched.size(), 1u);
+}
+
+// Like a kubelet, the agent reports a container's termination message: the
+// file the container wrote ($KUBETRAIN_TERMINATION_LOG, its
+// /dev/termination-log), else, with terminationMessagePolicy
+// FallbackToLogsOnError and a failure, the end of its log.
+TEST_F(NodeAgentTest, TerminationMessagesAreTheFileElseTheLogsEnd) {
+  Json pod = MakePod("w", "Never");
+  pod["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError";
+  Add(pod);
+  Json quiet = MakePod("q", "Never");
+  quiet["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError";
+  Add(quiet);
+  Json plain = MakePod("p", "Never");
+  Add(plain);
+  Sync();
+  auto env_of = [&](const std::string& name) {
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : launcher_.launched.at(launcher_.PidOf(name)).env) env[k] = v;
+    return env;
+  };
+  const std::string file = env_of("w").at("KUBETRAIN_TERMINATION_LOG");
+  ASSERT_FALSE(file.empty());
+  EXPECT_NE(file, env_of("q").at("KUBETRAIN_TERMINATION_LOG"));
+  std::ofstream(file) << "kubetrain: error: unknown model 'xyz'\n";
+  // q writes nothing but logs; p logs too, without the fallback policy.
+  for (const char* name : {"q", "p"}) {
+    std::ofstream log(agent_->LogPath("team", name, "main"), std::ios::app);
+    for (int i = 0; i < 100; ++i) log << "line " << i << "\n";
+  }
+  launcher_.Exit(launcher_.PidOf("w"), 1);
+  launcher_.Exit(launcher_.PidOf("q"), 2);
+  launcher_.Exit(launcher_.PidOf("p"), 2);
+  Sync();
+  EXPECT_EQ(ContainerStatus("w")["state"]["terminated"]["message"],
+            "kubetrain: error: unknown model 'xyz'\n");
+  const std::string tail = ContainerStatus("q")["state"]["terminated"]["message"];
+  EXPECT_TRUE(tail.starts_with("line 20\n")) << tail;  // the last 80 lines
+  EXPECT_TRUE(tail.ends_with("line 99\n")) << tail;
+  EXPECT_FALSE(ContainerStatus("p")["state"]["terminated"].contains("message"));
 }
 
 TEST_F(NodeAgentTest, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
