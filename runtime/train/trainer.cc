@@ -313,10 +313,31 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     return absl::InvalidArgumentError(
         absl::StrCat("--cuda-graph must be auto, on or off, not '", opt_.cuda_graph, "'"));
   }
-  DeviceBuffer scalars_buffer;
+  DeviceBuffer scalars_buffer, lr_table, adam_table;
   kernels::StepScalars* scalars = nullptr;
+  kernels::StepScalars mirror;  // the host's copy of what the device's should hold
   kernels::StepPlan step_plan;
+  kernels::UpdatePlan update_plan;
   std::string why_not_device_steps;
+  // The next kStepTable steps' learning rates (and Adam's coefficients),
+  // computed here and uploaded; refilled as the steps reach their end.
+  constexpr int64_t kStepTable = 4096;
+  std::vector<float> host_lr, host_adam;
+  // Writes the mirror (the steps' place) and, when `refill`, the tables from
+  // the mirror's step, to the device (between steps, never captured).
+  auto load_scalars = [&](bool refill) {
+    if (refill) {
+      mirror.table_first = mirror.step;
+      kernels::FillStepTables(update_plan, mirror.step, mirror.optimizer_steps + 1, kStepTable,
+                              host_lr.data(), update_plan.adam ? host_adam.data() : nullptr);
+      device.CopyToDevice(host_lr.data(), lr_table.data(), host_lr.size() * sizeof(float));
+      if (update_plan.adam) {
+        device.CopyToDevice(host_adam.data(), adam_table.data(), host_adam.size() * sizeof(float));
+      }
+    }
+    device.CopyToDevice(&mirror, scalars, sizeof(mirror));
+    device.AdvanceStep(step_plan, 0, scalars);  // the step's lr and coefficients from the tables
+  };
   if (!device.can_capture()) {
     why_not_device_steps = absl::StrCat(device.info().Id(), " cannot capture (CUDA GPUs can)");
   } else if (replicas != 1) {
@@ -324,20 +345,27 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   } else if (!resident) {
     why_not_device_steps = "the training data is not resident on the device";
   } else {
-    absl::StatusOr<DeviceBuffer> b = device.Allocate(sizeof(kernels::StepScalars));
-    if (!b.ok()) return b.status();
-    scalars_buffer = *std::move(b);
+    for (auto [buffer, bytes] : {std::pair{&scalars_buffer, sizeof(kernels::StepScalars)},
+                                 std::pair{&lr_table, kStepTable * sizeof(float)},
+                                 std::pair{&adam_table, 2 * kStepTable * sizeof(float)}}) {
+      absl::StatusOr<DeviceBuffer> b = device.Allocate(bytes);
+      if (!b.ok()) return b.status();
+      *buffer = *std::move(b);
+    }
     scalars = static_cast<kernels::StepScalars*>(static_cast<void*>(scalars_buffer.data()));
     std::optional<exchange::DeviceStepPlan> plan = exchange_.UseDeviceScalars(scalars);
     if (plan) {
-      step_plan.update = plan->update;
+      update_plan = plan->update;
       step_plan.batch_rows = opt_.batch_size;
-      kernels::StepScalars first;
-      first.step = step;
-      first.optimizer_steps = plan->optimizer_steps;
-      first.cursor = sampler->batch_in_epoch() * opt_.batch_size;
-      device.CopyToDevice(&first, scalars, sizeof(first));
-      device.AdvanceStep(step_plan, 0, scalars);  // the step's lr, as the device computes it
+      step_plan.lr = lr_table.data();
+      step_plan.adam = update_plan.adam ? adam_table.data() : nullptr;
+      step_plan.table_steps = kStepTable;
+      host_lr.resize(kStepTable);
+      if (update_plan.adam) host_adam.resize(2 * kStepTable);
+      mirror.step = step;
+      mirror.optimizer_steps = plan->optimizer_steps;
+      mirror.cursor = sampler->batch_in_epoch() * opt_.batch_size;
+      load_scalars(/*refill=*/true);
       model_.UseForwardCounter(&scalars->forwards);
     } else {
       why_not_device_steps =
@@ -405,9 +433,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       LoadEpochOrder(device, *sampler, sampler->epoch(), *resident);
       if (scalars != nullptr) {
         // The device's cursor restarts with the epoch's order.
-        const int64_t cursor = sampler->batch_in_epoch() * opt_.batch_size;
-        device.CopyToDevice(&cursor, &scalars->cursor, sizeof(cursor));
+        mirror.cursor = sampler->batch_in_epoch() * opt_.batch_size;
+        load_scalars(/*refill=*/false);
       }
+    }
+    if (scalars != nullptr && mirror.step - mirror.table_first >= kStepTable - 1) {
+      load_scalars(/*refill=*/true);  // the tables' next window
     }
     const int64_t batch_in_epoch = sampler->batch_in_epoch();
     std::span<const int64_t> idx = sampler->NextBatch();
@@ -459,6 +490,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       }
       if (!queued.ok()) return queued;
       ++device_steps;
+      mirror.step += 1;  // as AdvanceStepScalars moved the device's
+      mirror.optimizer_steps += 1;
+      mirror.forwards += 1;
+      mirror.cursor += opt_.batch_size;
       compute_t1 = clock_.NowSeconds();
       next = exchange_.StepQueued(step, model_.params());
     } else if (replicas == 1) {

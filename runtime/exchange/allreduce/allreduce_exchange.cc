@@ -53,6 +53,13 @@ AllreduceExchange::~AllreduceExchange() {
   }
   if (ring_ != nullptr) ring_->Shutdown();
   if (comm_.joinable()) comm_.join();
+  if (device_collective_ != nullptr) {
+    // Collectives a failed step left queued would wait for their peers
+    // forever (and so would freeing the buffers they use): abandon them,
+    // before the buffers go.
+    if (!finished_) device_collective_->Shutdown();
+    device_collective_.reset();
+  }
   if (client_ != nullptr) client_->StopHeartbeats();
 }
 
@@ -170,9 +177,18 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   if (!choice.ok()) return choice.status();
   backend_ = choice->backend;
   if (backend_ == "nccl") {
+    const double until = clock_.NowSeconds() + options_.rendezvous_timeout_seconds;
+    const exchange::IoCheck joining = [this, until]() -> absl::Status {
+      if (clock_.NowSeconds() > until) {
+        return absl::UnavailableError(
+            "the NCCL communicator did not form within --rendezvous-timeout");
+      }
+      return client_->AbortStatus();
+    };
     absl::StatusOr<std::unique_ptr<DeviceCollective>> c =
-        test_collective ? options_.device_collective_for_test(rank, world, joined->nccl_unique_id())
-                        : MakeNcclCollective(rank, world, joined->nccl_unique_id(), *device_);
+        test_collective
+            ? options_.device_collective_for_test(rank, world, joined->nccl_unique_id())
+            : MakeNcclCollective(rank, world, joined->nccl_unique_id(), *device_, joining);
     if (!c.ok()) return c.status();
     device_collective_ = *std::move(c);
     mode_ = Mode::kDevice;
@@ -298,7 +314,7 @@ absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
     case Mode::kDevice:
       return RunCollective([&](const exchange::IoCheck& c) -> absl::Status {
         if (absl::Status s =
-                device_collective_->Broadcast(data.data(), static_cast<int64_t>(data.size()), 0);
+                device_collective_->Broadcast(data.data(), static_cast<int64_t>(data.size()), 0, c);
             !s.ok()) {
           return s;
         }
@@ -569,6 +585,21 @@ void AllreduceExchange::Launch(int count, const float* grads) {
     if (count <= from) return;
   }
   absl::Status queued;
+  // Queuing an NCCL collective may wait (a first connection to a peer): for
+  // the rendezvous' word on a lost peer, at most --peer-timeout.
+  const double queue_t0 = clock_.NowSeconds();
+  const exchange::IoCheck queuing = [this, queue_t0]() -> absl::Status {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stop_) return absl::CancelledError("the exchange is shutting down");
+    }
+    if (clock_.NowSeconds() - queue_t0 > options_.peer_timeout_seconds) {
+      return absl::UnavailableError(absl::StrCat("NCCL could not queue an allreduce for ",
+                                                 options_.peer_timeout_seconds,
+                                                 "s (--peer-timeout)"));
+    }
+    return client_->AbortStatus();
+  };
   for (int i = from; i < count && (mode_ == Mode::kStagedRing || mode_ == Mode::kDevice); ++i) {
     const Bucket& b = buckets[static_cast<size_t>(i)];
     if (mode_ == Mode::kStagedRing) {
@@ -579,8 +610,10 @@ void AllreduceExchange::Launch(int count, const float* grads) {
       bucket_staged_[static_cast<size_t>(i)]->Record();
     } else if (queued.ok()) {
       CountStarted();
-      queued =
-          device_collective_->AllreduceSum(grads + b.offset, reduced_.data() + b.offset, b.length);
+      queued = device_collective_->AllreduceSum(grads + b.offset, reduced_.data() + b.offset,
+                                                b.length, queuing);
+      // Buckets already queued would wait for this one forever.
+      if (!queued.ok()) device_collective_->Shutdown();
     }
   }
   std::lock_guard<std::mutex> l(mu_);
@@ -627,7 +660,10 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
       device_->CopyToDeviceAsync(staging_.data(), reduced_.data(), Bytes(params.size()));
     } else if (mode_ == Mode::kDevice) {
       absl::StatusOr<int64_t> j = device_collective_->Join();
-      if (!j.ok()) return j.status();
+      if (!j.ok()) {
+        device_collective_->Shutdown();
+        return j.status();
+      }
       join = *j;
     }
     optimizer_->Apply(params, std::span<const float>(reduced_.data(), params.size()), lr,
@@ -755,7 +791,7 @@ absl::Status AllreduceExchange::Finish() {
     }
     device_->CopyToDevice(&token, scalars_.data(), sizeof(token));
     s = RunCollective([&](const exchange::IoCheck& c) -> absl::Status {
-      if (absl::Status q = device_collective_->AllreduceSum(scalars_.data(), scalars_.data(), 1);
+      if (absl::Status q = device_collective_->AllreduceSum(scalars_.data(), scalars_.data(), 1, c);
           !q.ok()) {
         return q;
       }
@@ -775,6 +811,7 @@ absl::Status AllreduceExchange::Finish() {
         absl::StrCat("the final barrier counted ", token, " ranks, not ", world_size()));
   }
   client_->StopHeartbeats();
+  finished_ = true;
   return absl::OkStatus();
 }
 

@@ -175,6 +175,7 @@ class AllreduceExchange final : public exchange::Exchange {
   const uint64_t incarnation_;
   std::string backend_;
   Mode mode_ = Mode::kSolo;
+  bool finished_ = false;  // Finish succeeded
 
   std::unique_ptr<ComputeDevice> own_device_;  // when options_.device is null
   ComputeDevice* device_ = nullptr;

@@ -91,12 +91,12 @@ absl::StatusOr<std::string> NewNcclUniqueId() {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(int rank, int world,
-                                                                     const std::string& unique_id,
-                                                                     ComputeDevice& device) {
+absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(
+    int rank, int world, const std::string& unique_id, ComputeDevice& device,
+    const exchange::IoCheck& check) {
 #ifdef KUBETRAIN_WITH_CUDA
   absl::StatusOr<std::unique_ptr<NcclCollective>> c =
-      NcclCollective::Create(rank, world, unique_id, device);
+      NcclCollective::Create(rank, world, unique_id, device, check);
   if (!c.ok()) return c.status();
   return std::unique_ptr<DeviceCollective>(std::move(*c));
 #else
@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(int rank, i
   (void)world;
   (void)unique_id;
   (void)device;
+  (void)check;
   return absl::UnimplementedError("NCCL needs a build with KUBETRAIN_WITH_CUDA=ON");
 #endif
 }

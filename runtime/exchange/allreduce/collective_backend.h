@@ -53,10 +53,11 @@ absl::StatusOr<BackendChoice> ChooseCollectiveBackend(const std::string& request
 // NCCL pieces, Unimplemented without CUDA.
 absl::StatusOr<std::string> NewNcclUniqueId();
 // Joins the communicator on `device` (a GPU; borrowed, must outlive it),
-// queuing on its stream; blocks until every rank joins.
-absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(int rank, int world,
-                                                                     const std::string& unique_id,
-                                                                     ComputeDevice& device);
+// queuing on its stream; waits until every rank joins, calling `check`
+// (its error abandons the join).
+absl::StatusOr<std::unique_ptr<DeviceCollective>> MakeNcclCollective(
+    int rank, int world, const std::string& unique_id, ComputeDevice& device,
+    const exchange::IoCheck& check);
 
 }  // namespace kubetrain::allreduce
 

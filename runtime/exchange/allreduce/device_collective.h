@@ -28,11 +28,17 @@ class DeviceCollective {
  public:
   virtual ~DeviceCollective() = default;
   virtual std::string name() const = 0;
+  // Queuing may itself wait (NCCL connects to a peer on its first
+  // collective with it, or its queue is full behind a stuck one): `check`
+  // is called while it does, and its error abandons the communicator, as
+  // any error of these calls does.
   // out[0, n) <- the elementwise sum over every rank of in[0, n) (device
   // memory; in and out may be the same).
-  virtual absl::Status AllreduceSum(const float* in, float* out, int64_t n) = 0;
+  virtual absl::Status AllreduceSum(const float* in, float* out, int64_t n,
+                                    const exchange::IoCheck& check) = 0;
   // data[0, n) <- root's, bit for bit.
-  virtual absl::Status Broadcast(float* data, int64_t n, int root) = 0;
+  virtual absl::Status Broadcast(float* data, int64_t n, int root,
+                                 const exchange::IoCheck& check) = 0;
   // The device's work queued from now on waits for the collectives queued
   // so far; returns this join's number (1, 2, ...).
   virtual absl::StatusOr<int64_t> Join() = 0;

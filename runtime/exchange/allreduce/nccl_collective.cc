@@ -1,8 +1,8 @@
 #include "runtime/exchange/allreduce/nccl_collective.h"
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -23,12 +23,29 @@ struct NcclCollective::Impl {
   cudaEvent_t fork = nullptr;      // compute's work so far, before a collective
   cudaEvent_t joins[kWaitableJoins] = {};
   int64_t joined = 0;  // joins recorded
-  // Guards comm against ncclCommAbort (Shutdown, any thread) while a call
-  // queues on it.
+  // Guards comm: calls (which return at once on a non-blocking
+  // communicator) and ncclCommAbort (Shutdown, any thread) never overlap.
   std::mutex mu;
   ncclComm_t comm = nullptr;
   std::atomic<bool> aborted{false};
+  bool finalized = false;
 };
+
+namespace {
+
+// Polls back off from 20 us to 1 ms.
+class Backoff {
+ public:
+  void Wait() {
+    std::this_thread::sleep_for(wait_);
+    wait_ = std::min(wait_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  std::chrono::microseconds wait_{20};
+};
+
+}  // namespace
 
 absl::StatusOr<std::string> NcclCollective::NewUniqueId() {
   ncclUniqueId id;
@@ -36,9 +53,9 @@ absl::StatusOr<std::string> NcclCollective::NewUniqueId() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(int rank, int world,
-                                                                       const std::string& unique_id,
-                                                                       ComputeDevice& device) {
+absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(
+    int rank, int world, const std::string& unique_id, ComputeDevice& device,
+    const exchange::IoCheck& check) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL unique id has ", unique_id.size(),
@@ -74,13 +91,17 @@ absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(int rank,
       return s;
     }
   }
-  if (absl::Status s = NcclStatus(
-          ncclCommInitRank(&m.comm, world, id, rank),
-          absl::StrCat("ncclCommInitRank (rank ", rank, " of ", world, " on cuda:", m.device, ")"));
-      !s.ok()) {
-    m.comm = nullptr;
-    return s;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t started;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    started = ncclCommInitRankConfig(&m.comm, world, id, rank, &config);
+    if (started != ncclSuccess && started != ncclInProgress) m.comm = nullptr;
   }
+  const std::string what =
+      absl::StrCat("ncclCommInitRank (rank ", rank, " of ", world, " on cuda:", m.device, ")");
+  if (absl::Status s = c->Settle(started, what.c_str(), check); !s.ok()) return s;
   return c;
 }
 
@@ -89,12 +110,28 @@ NcclCollective::NcclCollective(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 NcclCollective::~NcclCollective() {
   Impl& m = *impl_;
   cudaSetDevice(m.device);
-  if (m.comm != nullptr) {
-    if (m.aborted) {
-      ncclCommAbort(m.comm);
-    } else {
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.comm != nullptr && !m.aborted) {
+      // A clean end: let queued work finish, then finalize (non-blocking:
+      // polled, for at most 10 s) and destroy.
       if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
-      ncclCommDestroy(m.comm);
+      ncclResult_t state = ncclCommFinalize(m.comm);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      Backoff backoff;
+      while (state == ncclInProgress && std::chrono::steady_clock::now() < until) {
+        backoff.Wait();
+        ncclCommGetAsyncError(m.comm, &state);
+      }
+      if (state == ncclSuccess) {
+        ncclCommDestroy(m.comm);
+      } else {
+        ncclCommAbort(m.comm);
+      }
+      m.comm = nullptr;
+    } else if (m.comm != nullptr) {
+      ncclCommAbort(m.comm);
+      m.comm = nullptr;
     }
   }
   for (cudaEvent_t e : m.joins) {
@@ -109,10 +146,36 @@ void NcclCollective::Shutdown() {
   std::lock_guard<std::mutex> l(m.mu);
   if (m.aborted.exchange(true) || m.comm == nullptr) return;
   // Ends kernels waiting on a lost peer, so the device's stream (and any
-  // host wait on it) moves on, with an error.
+  // host wait on it) moves on, with an error. Allowed while another thread
+  // polls a pending call: the communicator is non-blocking.
   cudaSetDevice(m.device);
   ncclCommAbort(m.comm);
   m.comm = nullptr;
+}
+
+absl::Status NcclCollective::Settle(ncclResult_t started, const char* what,
+                                    const exchange::IoCheck& check) {
+  Impl& m = *impl_;
+  ncclResult_t state = started;
+  Backoff backoff;
+  while (state == ncclInProgress) {
+    if (check) {
+      if (absl::Status s = check(); !s.ok()) {
+        Shutdown();
+        return s;
+      }
+    }
+    backoff.Wait();
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.aborted || m.comm == nullptr) {
+      return absl::AbortedError("the NCCL communicator was shut down");
+    }
+    ncclCommGetAsyncError(m.comm, &state);
+  }
+  if (state == ncclSuccess) return absl::OkStatus();
+  absl::Status s = NcclStatus(state, what);
+  Shutdown();
+  return s;
 }
 
 absl::Status NcclCollective::Fork() {
@@ -124,34 +187,38 @@ absl::Status NcclCollective::Fork() {
   return CudaStatus(cudaStreamWaitEvent(m.stream, m.fork, 0), "NCCL fork");
 }
 
-absl::Status NcclCollective::AllreduceSum(const float* in, float* out, int64_t n) {
+absl::Status NcclCollective::AllreduceSum(const float* in, float* out, int64_t n,
+                                          const exchange::IoCheck& check) {
   if (n <= 0) return absl::OkStatus();
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
-  if (absl::Status s = Fork(); !s.ok()) return s;
-  if (absl::Status s = NcclStatus(
-          ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, m.comm, m.stream),
-          "ncclAllReduce");
-      !s.ok()) {
-    return s;
+  ncclResult_t started;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.aborted || m.comm == nullptr) {
+      return absl::AbortedError("the NCCL communicator was shut down");
+    }
+    if (absl::Status s = Fork(); !s.ok()) return s;
+    started = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, m.comm, m.stream);
   }
+  if (absl::Status s = Settle(started, "ncclAllReduce", check); !s.ok()) return s;
   bytes_ += n * static_cast<int64_t>(sizeof(float));
   return absl::OkStatus();
 }
 
-absl::Status NcclCollective::Broadcast(float* data, int64_t n, int root) {
+absl::Status NcclCollective::Broadcast(float* data, int64_t n, int root,
+                                       const exchange::IoCheck& check) {
   if (n <= 0) return absl::OkStatus();
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
-  if (absl::Status s = Fork(); !s.ok()) return s;
-  if (absl::Status s = NcclStatus(
-          ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat, root, m.comm, m.stream),
-          "ncclBroadcast");
-      !s.ok()) {
-    return s;
+  ncclResult_t started;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.aborted || m.comm == nullptr) {
+      return absl::AbortedError("the NCCL communicator was shut down");
+    }
+    if (absl::Status s = Fork(); !s.ok()) return s;
+    started = ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat, root, m.comm, m.stream);
   }
+  if (absl::Status s = Settle(started, "ncclBroadcast", check); !s.ok()) return s;
   bytes_ += n * static_cast<int64_t>(sizeof(float));
   return absl::OkStatus();
 }
@@ -184,11 +251,14 @@ absl::Status NcclCollective::WaitJoined(int64_t join, const exchange::IoCheck& c
   cudaSetDevice(m.device);  // this thread may not have used the GPU yet
   // Poll instead of blocking, so that a lost peer (the caller's check, or
   // the communicator's own error) aborts the communicator rather than hang.
-  auto poll = std::chrono::microseconds(20);
+  Backoff backoff;
   while (true) {
     const cudaError_t q = cudaEventQuery(e);
     if (q == cudaSuccess) return absl::OkStatus();
     if (q != cudaErrorNotReady) return CudaStatus(q, "NCCL collectives");
+    // Not an error: clear it, or this thread's next kernel launch (whose
+    // check reads the last error) would report it.
+    (void)cudaGetLastError();
     if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
     ncclResult_t async_error = ncclSuccess;
     {
@@ -206,8 +276,7 @@ absl::Status NcclCollective::WaitJoined(int64_t join, const exchange::IoCheck& c
         return s;
       }
     }
-    std::this_thread::sleep_for(poll);
-    poll = std::min(poll * 2, std::chrono::microseconds(1000));  // back off to 1 ms
+    backoff.Wait();
   }
 }
 

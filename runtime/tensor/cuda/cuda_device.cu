@@ -81,7 +81,11 @@ class CudaEvent final : public DeviceEvent {
   }
   bool Done() override {
     cudaSetDevice(device_);
-    return cudaEventQuery(event_) != cudaErrorNotReady;
+    const cudaError_t q = cudaEventQuery(event_);
+    // Not ready is not an error: clear it, or this thread's next launch
+    // check (cudaGetLastError) would report it.
+    if (q == cudaErrorNotReady) (void)cudaGetLastError();
+    return q != cudaErrorNotReady;
   }
   absl::Status Wait() override {
     // The waiting thread may be one that never used this GPU.
@@ -571,6 +575,13 @@ class CudaDevice final : public ComputeDevice {
 
   absl::Status EnsureOnes(int64_t n) {
     if (ones_.floats() >= n) return absl::OkStatus();
+    // Growing it inside a capture would free what the graph points to and
+    // record a fill that never ran: fail the capture instead, and let the
+    // step run launched.
+    if (capturing_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(info_.Id(), ": SumRows needs a larger vector of ones while capturing"));
+    }
     if (absl::Status s = EnsureBytes(*this, ones_, static_cast<size_t>(n) * sizeof(float));
         !s.ok()) {
       return s;

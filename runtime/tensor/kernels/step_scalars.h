@@ -3,9 +3,12 @@
 // replayed reads them there instead of having them baked into its kernels:
 // the global step and its learning rate, Adam's bias-corrected coefficients,
 // where the step's batch starts in the epoch's order, and how many training
-// forwards have drawn dropout masks. AdvanceStepScalars recomputes them on
-// the device from a StepPlan; the host computes the learning rate with the
-// same ScheduledLr (LrSchedule::At), so both agree.
+// forwards have drawn dropout masks. AdvanceStepScalars moves them on by a
+// step on the device; the learning rates and Adam's coefficients come from
+// tables the host computed (ScheduledLr, AdamCoefficients: the functions
+// LrSchedule::At and the optimizer use) and uploaded, so the device's
+// values are the host's bit for bit (a device's cos, pow and fused
+// multiply-adds would differ in the last bits).
 // Host/device kernels (host_device.h); pure functions over POD structs.
 #ifndef KUBETRAIN_RUNTIME_TENSOR_KERNELS_STEP_SCALARS_H_
 #define KUBETRAIN_RUNTIME_TENSOR_KERNELS_STEP_SCALARS_H_
@@ -71,17 +74,24 @@ struct UpdatePlan {
 };
 
 struct StepPlan {
-  UpdatePlan update;
   int64_t batch_rows = 0;  // the cursor's advance a step
+  // Tables in the memory the scalars are in, of `table_steps` entries from
+  // StepScalars::table_first: the learning rate of each step, and with Adam
+  // {step, epsilon} of each step's update (null without Adam).
+  const float* lr = nullptr;
+  const float* adam = nullptr;
+  int64_t table_steps = 0;
 };
 
 // In device memory; written whole by the host at a known point (the start,
-// an epoch boundary), then advanced by the device.
+// an epoch boundary, a new window of the tables), then advanced by the
+// device.
 struct StepScalars {
   int64_t step = 0;                       // the global step about to run
   int64_t optimizer_steps = 0;            // updates applied so far (Adam's t - 1)
   uint64_t forwards = 0;                  // training forwards so far (dropout's call number)
   int64_t cursor = 0;                     // the step's first row in the epoch's order
+  int64_t table_first = 0;                // the step of the tables' first entry
   float lr = 0;                           // of `step`
   float adam_step = 0, adam_epsilon = 0;  // of update optimizer_steps + 1
 };
@@ -89,17 +99,35 @@ struct StepScalars {
 static_assert(offsetof(StepScalars, adam_epsilon) == offsetof(StepScalars, adam_step) + 4,
               "AdamParams::coefficients_from reads {adam_step, adam_epsilon}");
 
-// Moves `s` on by `steps` steps (0: recompute only) and recomputes the
-// step's scalars.
+// Moves `s` on by `steps` steps (0: look the step's scalars up only). A
+// step outside the tables takes their last entry (the host refills them
+// before that).
 KT_HOST_DEVICE inline void AdvanceStepScalars(const StepPlan& plan, int64_t steps, StepScalars* s) {
   s->step += steps;
   s->optimizer_steps += steps;
   s->forwards += static_cast<uint64_t>(steps);
   s->cursor += steps * plan.batch_rows;
-  s->lr = ScheduledLr(plan.update.lr, s->step);
-  if (plan.update.adam) {
-    AdamCoefficients(s->lr, plan.update.beta1, plan.update.beta2, plan.update.epsilon,
-                     s->optimizer_steps + 1, &s->adam_step, &s->adam_epsilon);
+  int64_t i = s->step - s->table_first;
+  if (i < 0) i = 0;
+  if (i >= plan.table_steps) i = plan.table_steps - 1;
+  if (i < 0) return;
+  s->lr = plan.lr[i];
+  if (plan.adam != nullptr) {
+    s->adam_step = plan.adam[2 * i];
+    s->adam_epsilon = plan.adam[2 * i + 1];
+  }
+}
+
+// The host's tables for `steps` steps from `first_step`, whose first
+// update is Adam's `first_update` (1-based): lr[i] and adam[2i], adam[2i+1].
+inline void FillStepTables(const UpdatePlan& u, int64_t first_step, int64_t first_update,
+                           int64_t steps, float* lr, float* adam) {
+  for (int64_t i = 0; i < steps; ++i) {
+    lr[i] = ScheduledLr(u.lr, first_step + i);
+    if (u.adam && adam != nullptr) {
+      AdamCoefficients(lr[i], u.beta1, u.beta2, u.epsilon, first_update + i, &adam[2 * i],
+                       &adam[2 * i + 1]);
+    }
   }
 }
 

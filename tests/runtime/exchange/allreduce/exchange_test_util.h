@@ -179,30 +179,34 @@ inline std::vector<float> OneOptimizerOnTheMean(int world, int64_t n, int steps)
 // in-process TCP ring (ring_test_util.h's MakeRing).
 class RingBackedDeviceCollective final : public DeviceCollective {
  public:
-  explicit RingBackedDeviceCollective(std::unique_ptr<RingAllreduce> ring)
-      : ring_(std::move(ring)) {}
+  // `waits` (when given, owned by the test: the collective goes with its
+  // exchange) counts the WaitJoined calls.
+  explicit RingBackedDeviceCollective(std::unique_ptr<RingAllreduce> ring,
+                                      std::atomic<int64_t>* waits = nullptr)
+      : ring_(std::move(ring)), waits_(waits != nullptr ? waits : &own_waits_) {}
   std::string name() const override { return "ring-backed"; }
-  absl::Status AllreduceSum(const float* in, float* out, int64_t n) override {
+  absl::Status AllreduceSum(const float* in, float* out, int64_t n,
+                            const exchange::IoCheck&) override {
     if (in != out) std::copy(in, in + n, out);
     return ring_->AllreduceSum(std::span<float>(out, static_cast<size_t>(n)), nullptr);
   }
-  absl::Status Broadcast(float* data, int64_t n, int root) override {
+  absl::Status Broadcast(float* data, int64_t n, int root, const exchange::IoCheck&) override {
     return ring_->Broadcast(std::span<float>(data, static_cast<size_t>(n)), root, nullptr);
   }
   absl::StatusOr<int64_t> Join() override { return ++joins_; }
   absl::Status WaitJoined(int64_t join, const exchange::IoCheck& check) override {
     if (join > joins_) return absl::FailedPreconditionError("a join from the future");
-    ++waits_;
+    ++*waits_;
     return check ? check() : absl::OkStatus();
   }
   int64_t bytes() const override { return ring_->bytes_sent(); }
   void Shutdown() override { ring_->Shutdown(); }
-  int64_t waits() const { return waits_; }
 
  private:
   std::unique_ptr<RingAllreduce> ring_;
   int64_t joins_ = 0;
-  std::atomic<int64_t> waits_{0};
+  std::atomic<int64_t> own_waits_{0};
+  std::atomic<int64_t>* waits_;
 };
 
 }  // namespace kubetrain::allreduce::testing_util

@@ -51,15 +51,16 @@ TEST_F(NcclTest, AWorldOfOneSumsAndBroadcastsOnDeviceBuffers) {
   ComputeDevice& gpu = Open(0);
   absl::StatusOr<std::string> id = NcclCollective::NewUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<std::unique_ptr<NcclCollective>> c = NcclCollective::Create(0, 1, *id, gpu);
+  absl::StatusOr<std::unique_ptr<NcclCollective>> c =
+      NcclCollective::Create(0, 1, *id, gpu, nullptr);
   ASSERT_TRUE(c.ok()) << c.status();
   const int64_t n = 4099;
   std::vector<float> host(n);
   for (int64_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 17) * 0.5f;
   DeviceBuffer in = *gpu.Allocate(n * sizeof(float)), out = *gpu.Allocate(n * sizeof(float));
   gpu.CopyToDevice(host.data(), in.data(), n * sizeof(float));
-  ASSERT_TRUE((*c)->AllreduceSum(in.data(), out.data(), n).ok());
-  ASSERT_TRUE((*c)->Broadcast(out.data(), n, 0).ok());
+  ASSERT_TRUE((*c)->AllreduceSum(in.data(), out.data(), n, nullptr).ok());
+  ASSERT_TRUE((*c)->Broadcast(out.data(), n, 0, nullptr).ok());
   absl::StatusOr<int64_t> join = (*c)->Join();
   ASSERT_TRUE(join.ok()) << join.status();
   ASSERT_TRUE((*c)->WaitJoined(*join, nullptr).ok());
@@ -82,7 +83,7 @@ TEST_F(NcclTest, OneRankPerGpuSumsAndBroadcastsLikeTheReference) {
     threads.emplace_back([&, r] {
       ComputeDevice& gpu = *devices_[r];
       absl::StatusOr<std::unique_ptr<NcclCollective>> c =
-          NcclCollective::Create(r, world, *id, gpu);
+          NcclCollective::Create(r, world, *id, gpu, nullptr);
       if (!c.ok()) {
         st[r] = c.status();
         return;
@@ -92,8 +93,8 @@ TEST_F(NcclTest, OneRankPerGpuSumsAndBroadcastsLikeTheReference) {
       gpu.CopyToDevice(data[r].data(), d.data(), n * sizeof(float));
       std::vector<float> mine(n, static_cast<float>(r));
       gpu.CopyToDevice(mine.data(), b.data(), n * sizeof(float));
-      st[r] = (*c)->AllreduceSum(d.data(), d.data(), n);
-      if (st[r].ok()) st[r] = (*c)->Broadcast(b.data(), n, 0);
+      st[r] = (*c)->AllreduceSum(d.data(), d.data(), n, nullptr);
+      if (st[r].ok()) st[r] = (*c)->Broadcast(b.data(), n, 0, nullptr);
       absl::StatusOr<int64_t> join = (*c)->Join();
       if (st[r].ok()) st[r] = join.status();
       if (st[r].ok()) st[r] = (*c)->WaitJoined(*join, nullptr);
