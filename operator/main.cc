@@ -239,8 +239,10 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   }
   // One rate limit for every request of this process (informers, workers,
   // events, leader election), as a controller-runtime manager has.
-  kube::KubeClient client(
-      std::make_unique<kube::ThrottledTransport>(std::move(*transport), o.throttle, clock));
+  auto throttled =
+      std::make_unique<kube::ThrottledTransport>(std::move(*transport), o.throttle, clock);
+  kube::ThrottledTransport* const throttle = throttled.get();  // the client owns it
+  kube::KubeClient client(std::move(throttled));
   logger.Info(kLog, o.throttle.qps > 0 ? absl::StrCat("client rate limit: ", o.throttle.qps,
                                                       " requests/s, burst ", o.throttle.burst)
                                        : std::string("client rate limit: none"));
@@ -374,6 +376,11 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
 
   const auto [exit_code, reason] = stop.Wait();
   logger.Info(kLog, absl::StrCat("shutting down: ", reason));
+  // A backlog (hundreds of jobs at the client rate limit) must not keep a
+  // stopping operator past its grace period: requests waiting for their
+  // turn are dropped, queued passes and plans are dropped, in-flight
+  // passes end; the level-triggered successor redoes whatever was left.
+  throttle->Interrupt();
   runner.Stop();
   logger.Info(kLog, "controller stopped");
   if (elector != nullptr) {

@@ -86,9 +86,19 @@ void ActionRunner::Work() {
 }
 
 void ActionRunner::Stop() {
+  std::deque<Item> dropped;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    // Plans not started are dropped (their jobs are reconciled again by
+    // whoever runs next); plans in flight finish.
+    dropped.swap(queue_);
+    for (const Item& item : dropped) busy_.erase(item.key);
+  }
+  for (Item& item : dropped) {
+    item.plan = nullptr;
+    if (observer_ != nullptr) observer_->OnPlan(absl::ZeroDuration(), absl::ZeroDuration(), true);
+    if (done_) done_(item.key, absl::CancelledError("the action runner stopped"), false);
   }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();

@@ -62,8 +62,9 @@ class ActionRunner {
   bool DeferIfBusy(const std::string& key);
   // Plans queued or running.
   int InFlight() const;
-  // Runs what is queued to the end, then joins the threads; later Submits
-  // are refused. Idempotent.
+  // Drops the plans not started (their done callback gets Cancelled), lets
+  // the running ones finish, then joins the threads; later Submits are
+  // refused. Idempotent.
   void Stop();
 
  private:

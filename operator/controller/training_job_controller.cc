@@ -301,17 +301,11 @@ void TrainingJobController::Stop() {
   }
   m.ready = false;
   if (m.progress) m.progress->Stop();
-  if (m.queue) {
-    // Workers drain what is queued. Without them (Start failed or was
-    // stopped while its informers synced, and the informers queued jobs
-    // meanwhile) a drain would wait forever: shut down at once. `workers`
-    // only changes under m.mu while !stopping, so it is stable here.
-    if (m.workers.empty()) {
-      m.queue->ShutDown();
-    } else {
-      m.queue->ShutDownWithDrain();
-    }
-  }
+  // Queued keys are dropped, not drained: with a backlog a drain would
+  // outlast any grace period, and the next leader (or this one restarted)
+  // reconciles every job again from its informers anyway (level-triggered).
+  // Passes in progress finish.
+  if (m.queue) m.queue->ShutDown();
   for (std::thread& t : m.workers) t.join();
   m.workers.clear();
   // The passes' requests still going out finish too (their callbacks find

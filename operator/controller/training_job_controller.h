@@ -54,7 +54,9 @@ class TrainingJobController {
   // the workers. Returns once running. Returns Cancelled when Stop() came
   // first or arrived while the informers were syncing.
   absl::Status Start();
-  // Stops taking work, lets in-flight reconciles finish, stops informers.
+  // Stops taking work (queued keys and plans not started are dropped: the
+  // next run reconciles every job again), lets in-flight reconciles and
+  // plans finish, stops informers.
   // Safe while Start() runs on another thread; after Stop(), Start() refuses.
   void Stop();
   // True once every informer has synced and workers run (readiness probe).

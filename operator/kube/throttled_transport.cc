@@ -28,30 +28,42 @@ ThrottledTransport::ThrottledTransport(std::unique_ptr<HttpTransport> inner,
       last_nanos_(clock.NowNanos()),
       waiter_(clock, &mu_) {}
 
-void ThrottledTransport::Acquire() {
-  if (options_.qps <= 0) return;
+absl::Status ThrottledTransport::Acquire() {
+  if (options_.qps <= 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  if (interrupted_) return absl::OkStatus();
   const int64_t now = waiter_.NowNanos();
   const double burst = std::max(1, options_.burst);
   tokens_ = std::min(burst, tokens_ + static_cast<double>(now - last_nanos_) * 1e-9 * options_.qps);
   last_nanos_ = now;
   tokens_ -= 1;  // this request's reservation
-  if (tokens_ >= 0) return;
+  if (tokens_ >= 0) return absl::OkStatus();
   // Its turn comes when the bucket has refilled to zero again.
   const int64_t ready = now + static_cast<int64_t>(std::ceil(-tokens_ / options_.qps * 1e9));
   ++throttled_;
   waited_nanos_ += ready - now;
-  waiter_.AwaitUntil([] { return false; }, ready);
+  if (waiter_.AwaitUntil([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return interrupted_; },
+                         ready)) {
+    return absl::CancelledError(
+        "shutting down: a request waiting for the client rate limit was dropped");
+  }
+  return absl::OkStatus();
+}
+
+void ThrottledTransport::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  interrupted_ = true;
+  waiter_.Wake();
 }
 
 absl::StatusOr<HttpResponse> ThrottledTransport::Send(const HttpRequest& request) {
-  Acquire();
+  if (absl::Status s = Acquire(); !s.ok()) return s;
   return inner_->Send(request);
 }
 
 absl::StatusOr<StreamResponse> ThrottledTransport::OpenStream(const HttpRequest& request,
                                                               absl::Duration idle_timeout) {
-  Acquire();
+  if (absl::Status s = Acquire(); !s.ok()) return s;
   return inner_->OpenStream(request, idle_timeout);
 }
 

@@ -46,9 +46,15 @@ class ThrottledTransport final : public HttpTransport {
   int64_t throttled() const { return throttled_.load(); }
   absl::Duration waited() const { return absl::Nanoseconds(waited_nanos_.load()); }
 
+  // Shutting down: requests waiting for their turn fail at once
+  // (Cancelled), and later ones go without waiting (the few a shutdown
+  // still sends: releasing the Lease, the last Events).
+  void Interrupt();
+
  private:
-  // Takes a token, waiting for it when none is left.
-  void Acquire();
+  // Takes a token, waiting for it when none is left; Cancelled when
+  // Interrupt() ends the wait.
+  absl::Status Acquire();
 
   const std::unique_ptr<HttpTransport> inner_;
   const ThrottleOptions options_;
@@ -57,6 +63,7 @@ class ThrottledTransport final : public HttpTransport {
   // of requests waiting for their turn).
   double tokens_ ABSL_GUARDED_BY(mu_);
   int64_t last_nanos_ ABSL_GUARDED_BY(mu_);
+  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
   ClockWaiter waiter_;
   std::atomic<int64_t> throttled_{0};
   std::atomic<int64_t> waited_nanos_{0};

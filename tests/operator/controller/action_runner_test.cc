@@ -127,21 +127,26 @@ TEST(ActionRunnerTest, AnExceptionBecomesAnInternalError) {
   EXPECT_NE(done.Last("ns/a").status.message().find("type must be string"), std::string::npos);
 }
 
-TEST(ActionRunnerTest, StopRunsWhatIsQueuedThenRefusesMore) {
+// Stopping (the operator's SIGTERM, with a backlog) drops the plans not
+// started (their callbacks hear Cancelled: the next leader reconciles those
+// jobs again), lets the running one finish, then refuses more.
+TEST(ActionRunnerTest, StopDropsWhatIsQueuedFinishesWhatRunsThenRefusesMore) {
   RealClock clock;
   Completions done;
   std::atomic<int> ran{0};
   {
     ActionRunner runner(1, done.Callback(), clock);
-    absl::Notification release;
+    absl::Notification release, running;
     ASSERT_TRUE(runner
                     .Submit("ns/first",
                             [&] {
+                              running.Notify();
                               release.WaitForNotification();
                               ++ran;
                               return absl::OkStatus();
                             })
                     .ok());
+    running.WaitForNotification();
     for (int i = 0; i < 5; ++i) {
       ASSERT_TRUE(runner
                       .Submit("ns/j" + std::to_string(i),
@@ -151,16 +156,22 @@ TEST(ActionRunnerTest, StopRunsWhatIsQueuedThenRefusesMore) {
                               })
                       .ok());
     }
+    EXPECT_EQ(runner.InFlight(), 6);
     std::thread stopper([&] { runner.Stop(); });
+    // The queued five are dropped at once; the running one holds Stop.
+    ASSERT_TRUE(WaitFor([&] { return runner.InFlight() == 1; }));
     release.Notify();
     stopper.join();
-    EXPECT_EQ(ran.load(), 6);
+    EXPECT_EQ(ran.load(), 1);
     absl::Status late = runner.Submit("ns/late", [] { return absl::OkStatus(); });
     EXPECT_TRUE(absl::IsCancelled(late)) << late;
     runner.Stop();  // idempotent
   }
   EXPECT_EQ(done.Count("ns/late"), 0u);
-  EXPECT_EQ(done.Count("ns/j4"), 1u);
+  EXPECT_EQ(done.Count("ns/first"), 1u);
+  EXPECT_TRUE(done.Last("ns/first").status.ok());
+  ASSERT_EQ(done.Count("ns/j4"), 1u);
+  EXPECT_TRUE(absl::IsCancelled(done.Last("ns/j4").status)) << done.Last("ns/j4").status;
 }
 
 }  // namespace

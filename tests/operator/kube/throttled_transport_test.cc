@@ -1,6 +1,6 @@
 // The client-side rate limit on a FakeClock: the burst goes at once, the
 // rest one per 1/qps of clock time, watches take a token, qps 0 is no limit,
-// bad flags are refused.
+// a shutdown drops the waiting, bad flags are refused.
 #include "operator/kube/throttled_transport.h"
 
 #include <atomic>
@@ -93,6 +93,27 @@ TEST(ThrottledTransport, WatchesTakeATokenToo) {
   t.AdvanceMillis(1000);
   get.join();
   EXPECT_EQ(t.sent(), 2u);
+}
+
+// Shutting down: requests waiting for their turn give up at once
+// (Cancelled, nothing sent), and later ones (the Lease's release) go
+// without waiting; the clock never moves.
+TEST(ThrottledTransport, InterruptDropsTheWaitingAndStopsThrottling) {
+  Throttled t({.qps = 1, .burst = 1});
+  ASSERT_TRUE(t.transport->Send(kGet).ok());
+  std::vector<absl::Status> waited(3);
+  std::vector<std::thread> senders;
+  for (int i = 0; i < 3; ++i) {
+    senders.emplace_back([&, i] { waited[i] = t.transport->Send(kGet).status(); });
+  }
+  ASSERT_TRUE(WaitFor([&] { return t.transport->throttled() == 3; }));
+  t.transport->Interrupt();
+  for (auto& s : senders) s.join();
+  for (const absl::Status& s : waited) EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_EQ(t.sent(), 1u);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t.transport->Send(kGet).ok());
+  EXPECT_EQ(t.sent(), 6u);
+  EXPECT_EQ(t.transport->throttled(), 3);
 }
 
 TEST(ThrottledTransport, ZeroQpsIsNoLimit) {
