@@ -24,6 +24,9 @@ inline constexpr char kMetricTrainLoss[] = "kubetrain_train_loss";
 inline constexpr char kMetricTrainAccuracy[] = "kubetrain_train_accuracy_ratio";
 inline constexpr char kMetricEvalAccuracy[] = "kubetrain_eval_accuracy_ratio";
 inline constexpr char kMetricSamplesPerSecond[] = "kubetrain_samples_per_second";
+// How long an allreduce rank's collective has waited for peers that have
+// not joined it (0 until --stall-warning passes): the operator's stall watch.
+inline constexpr char kMetricAllreduceStallSeconds[] = "kubetrain_allreduce_stall_seconds";
 
 }  // namespace kubetrain::api
 

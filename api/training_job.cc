@@ -88,6 +88,25 @@ std::optional<CleanPodPolicy> ParseCleanPodPolicy(std::string_view name) {
   return std::nullopt;
 }
 
+std::string StallPolicyName(StallPolicy policy) {
+  switch (policy) {
+    case StallPolicy::kNone:
+      return "None";
+    case StallPolicy::kRestart:
+      return "Restart";
+    case StallPolicy::kFail:
+      return "Fail";
+  }
+  return "Unknown";
+}
+
+std::optional<StallPolicy> ParseStallPolicy(std::string_view name) {
+  for (StallPolicy p : {StallPolicy::kNone, StallPolicy::kRestart, StallPolicy::kFail}) {
+    if (StallPolicyName(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
 std::string SuccessPolicyName(SuccessPolicy policy) {
   return policy == SuccessPolicy::kAllWorkers ? "AllWorkers" : "";
 }

@@ -59,6 +59,15 @@ enum class CleanPodPolicy { kRunning, kAll, kNone };
 std::string CleanPodPolicyName(CleanPodPolicy policy);
 std::optional<CleanPodPolicy> ParseCleanPodPolicy(std::string_view name);
 
+// What follows a Stalled job (runPolicy.stallPolicy): nothing but the
+// condition, deleting the stalled replicas' pods (they are recreated and
+// resume from the checkpoint), or failing the job.
+enum class StallPolicy { kNone, kRestart, kFail };
+std::string StallPolicyName(StallPolicy policy);
+std::optional<StallPolicy> ParseStallPolicy(std::string_view name);
+// runPolicy.stallTimeoutSeconds when unset: five minutes without progress.
+inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
+
 enum class SuccessPolicy { kDefault, kAllWorkers };  // "" and "AllWorkers"
 std::string SuccessPolicyName(SuccessPolicy policy);
 std::optional<SuccessPolicy> ParseSuccessPolicy(std::string_view name);
@@ -142,6 +151,10 @@ struct RunPolicy {
   // Evicted, preempted or node-lost replicas recreated without counting
   // toward backoff_limit (api/failure_reason.h); default kDefaultMaxDisruptions.
   std::optional<int32_t> max_disruptions;
+  // Seconds without a replica's step advancing before the job is Stalled
+  // (default kDefaultStallTimeoutSeconds; 0: never), and what follows.
+  std::optional<int64_t> stall_timeout_seconds;
+  std::optional<StallPolicy> stall_policy;  // default None
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int32_t> ttl_seconds_after_finished;
   bool suspend = false;

@@ -37,8 +37,8 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
   if (absl::Status s = CheckObject(v, path); !s.ok()) return s;
   if (absl::Status s = CheckKnownFields(
           v, path,
-          {"cleanPodPolicy", "backoffLimit", "maxDisruptions", "activeDeadlineSeconds",
-           "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
+          {"cleanPodPolicy", "backoffLimit", "maxDisruptions", "stallTimeoutSeconds", "stallPolicy",
+           "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
       !s.ok()) {
     return s;
   }
@@ -51,6 +51,15 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
     return s;
   }
   if (absl::Status s = GetOptionalInt(v, "maxDisruptions", path, &rp->max_disruptions); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetOptionalInt(v, "stallTimeoutSeconds", path, &rp->stall_timeout_seconds);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetEnum<StallPolicy>(v, "stallPolicy", path, &ParseStallPolicy,
+                                            "None, Restart, Fail", &rp->stall_policy);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s =
@@ -195,6 +204,8 @@ json ToJson(const TrainingJob& job) {
   if (rp.clean_pod_policy) run["cleanPodPolicy"] = CleanPodPolicyName(*rp.clean_pod_policy);
   if (rp.backoff_limit) run["backoffLimit"] = *rp.backoff_limit;
   if (rp.max_disruptions) run["maxDisruptions"] = *rp.max_disruptions;
+  if (rp.stall_timeout_seconds) run["stallTimeoutSeconds"] = *rp.stall_timeout_seconds;
+  if (rp.stall_policy) run["stallPolicy"] = StallPolicyName(*rp.stall_policy);
   if (rp.active_deadline_seconds) run["activeDeadlineSeconds"] = *rp.active_deadline_seconds;
   if (rp.ttl_seconds_after_finished) {
     run["ttlSecondsAfterFinished"] = *rp.ttl_seconds_after_finished;

@@ -105,6 +105,10 @@ absl::Status Validate(const TrainingJob& job) {
     return FieldError("spec.runPolicy.backoffLimit",
                       absl::StrCat("must be >= 0, got ", *rp.backoff_limit));
   }
+  if (rp.stall_timeout_seconds && *rp.stall_timeout_seconds < 0) {
+    return FieldError("spec.runPolicy.stallTimeoutSeconds",
+                      absl::StrCat("must be >= 0 (0: off), got ", *rp.stall_timeout_seconds));
+  }
   if (rp.max_disruptions && *rp.max_disruptions < 0) {
     return FieldError("spec.runPolicy.maxDisruptions",
                       absl::StrCat("must be >= 0, got ", *rp.max_disruptions));

@@ -74,6 +74,9 @@ void SetCondition(Json& status, const std::string& type, bool value, const std::
                  "", now);
     SetCondition(status, kCondRestarting, false,
                  type == kCondSucceeded ? "JobSucceeded" : "JobFailed", "", now);
+    // A job that stalled and then finished is stalled no more (one failed
+    // for its stall keeps it True).
+    if (type == kCondSucceeded) SetCondition(status, kCondStalled, false, "JobSucceeded", "", now);
   } else if (type == kCondRunning) {
     SetCondition(status, kCondRestarting, false, "JobRunning", "", now);
   } else if (type == kCondRestarting) {

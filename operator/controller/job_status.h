@@ -22,6 +22,9 @@ inline constexpr char kCondRestarting[] = "Restarting";
 inline constexpr char kCondSucceeded[] = "Succeeded";
 inline constexpr char kCondFailed[] = "Failed";
 inline constexpr char kCondSuspended[] = "Suspended";
+// No replica progressed for runPolicy.stallTimeoutSeconds (set True last, so
+// `kubectl get tj` shows it while it holds; False again once progress resumes).
+inline constexpr char kCondStalled[] = "Stalled";
 
 // True when the condition of `type` exists with status "True".
 bool IsConditionTrue(const Json& status, const std::string& type);

@@ -11,9 +11,15 @@ kubetrain_library(prometheus_text
 # Depends on the Kubernetes client only (not kubetrain::controller), so the
 # controller library may link it without a cycle.
 find_package(CURL REQUIRED)
+# Whether running jobs still progress, from what the poller reads.
+kubetrain_library(stall_tracker
+  HDRS "${CMAKE_CURRENT_LIST_DIR}/stall_tracker.h"
+  SOURCES "${CMAKE_CURRENT_LIST_DIR}/stall_tracker.cc"
+  DEPS absl::synchronization absl::strings)
 kubetrain_library(progress_poller
   HDRS "${CMAKE_CURRENT_LIST_DIR}/progress_poller.h"
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/progress_poller.cc"
-  DEPS kubetrain::prometheus_text kubetrain::kube CURL::libcurl nlohmann_json::nlohmann_json
+  DEPS kubetrain::prometheus_text kubetrain::stall_tracker kubetrain::kube CURL::libcurl
+       nlohmann_json::nlohmann_json
        absl::flat_hash_map absl::synchronization absl::time absl::strings absl::status
        absl::statusor Threads::Threads)

@@ -15,6 +15,7 @@
 #include "api/labels.h"
 #include "api/metric_names.h"
 #include "api/ports.h"
+#include "api/training_job.h"
 #include "operator/kube/object.h"
 
 namespace kubetrain::controller {
@@ -148,7 +149,7 @@ bool IsJobRunning(const Json& job) {
       phase = kube::StringAt(condition, {"type"});
     }
   }
-  return phase == "Running" || phase == "Restarting";
+  return phase == "Running" || phase == "Restarting" || phase == "Stalled";
 }
 
 TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
@@ -258,40 +259,114 @@ std::optional<ProgressPoller::Target> ProgressPoller::TargetFor(const kube::Obje
 
 int ProgressPoller::PollOnce() {
   std::vector<Target> targets;
+  std::vector<kube::ObjectPtr> watched;  // jobs whose stalls are watched
   absl::flat_hash_map<std::string, bool> live_uids;
+  absl::flat_hash_map<std::string, bool> watched_uids;
   for (const kube::ObjectPtr& job : jobs_.List()) {
     live_uids[kube::Uid(*job)] = true;
     if (std::optional<Target> target = TargetFor(job)) targets.push_back(*std::move(target));
+    if (options_.stalls != nullptr && IsJobRunning(*job) && !kube::IsBeingDeleted(*job) &&
+        kube::IntAt(*job, {"spec", "runPolicy", "stallTimeoutSeconds"},
+                    api::kDefaultStallTimeoutSeconds) > 0) {
+      watched.push_back(job);
+      watched_uids[kube::Uid(*job)] = true;
+    }
   }
   {
     // Forget jobs that are gone.
     absl::MutexLock lock(&mu_);
     absl::erase_if(failing_, [&](const auto& e) { return !live_uids.contains(e.first); });
     absl::erase_if(written_, [&](const auto& e) { return !live_uids.contains(e.first); });
+    // And stop watching those that finished, or whose watch was turned off.
+    absl::erase_if(stalled_, [&](const auto& e) {
+      if (watched_uids.contains(e.first)) return false;
+      if (options_.stalls != nullptr) options_.stalls->Forget(e.first);
+      return true;
+    });
   }
-  if (targets.empty()) return 0;
+  const size_t tasks = targets.size() + watched.size();
+  if (tasks == 0) return 0;
 
   std::atomic<size_t> next{0};
   std::atomic<int> written{0};
   auto work = [&] {
-    for (size_t i = next++; i < targets.size(); i = next++) {
+    for (size_t i = next++; i < tasks; i = next++) {
       // A metrics page or object shaped in a way nobody foresaw must not
       // end the operator: log it and go on with the next job.
       try {
-        if (PollJob(targets[i])) ++written;
+        if (i < targets.size()) {
+          if (PollJob(targets[i])) ++written;
+        } else {
+          WatchJob(watched[i - targets.size()]);
+        }
       } catch (const std::exception& e) {
         Log(kube::LogLevel::kWarning,
-            absl::StrCat("progress of ", targets[i].key, ": exception: ", e.what()));
+            absl::StrCat(
+                "progress of ",
+                i < targets.size() ? targets[i].key : kube::ObjectKey(*watched[i - targets.size()]),
+                ": exception: ", e.what()));
       }
     }
   };
-  const size_t threads =
-      std::min(targets.size(), static_cast<size_t>(std::max(1, options_.max_parallel)));
+  const size_t threads = std::min(tasks, static_cast<size_t>(std::max(1, options_.max_parallel)));
   std::vector<std::thread> pool;
   for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
   return written.load();
+}
+
+void ProgressPoller::WatchJob(const kube::ObjectPtr& job) {
+  const std::string uid = kube::Uid(*job);
+  const std::string job_name = kube::Name(*job);
+  std::vector<ReplicaReading> readings;
+  for (const kube::ObjectPtr& pod : pods_.ByIndex(kube::kIndexOwnerUid, uid)) {
+    if (kube::ControllerUid(*pod) != uid || kube::IsBeingDeleted(*pod)) continue;
+    if (kube::StringAt(*pod, {"status", "phase"}) != "Running") continue;
+    const std::string type = kube::Label(*pod, api::kLabelReplicaType);
+    if (type != "worker" && type != "chief" && type != "ps") continue;
+    ReplicaReading r;
+    r.replica = absl::StrCat(type, "-", kube::Label(*pod, api::kLabelReplicaIndex));
+    r.pod = kube::Name(*pod);
+    r.node = kube::StringAt(*pod, {"spec", "nodeName"});
+    r.trains = type != "ps";
+    const std::string url = MetricsUrl(*pod);
+    absl::StatusOr<std::string> body =
+        url.empty() ? absl::StatusOr<std::string>(absl::UnavailableError("no pod IP"))
+                    : fetcher_.Fetch(url);
+    if (body.ok()) {
+      absl::StatusOr<PrometheusExposition> page = ParsePrometheusText(*body);
+      if (page.ok()) {
+        r.step = ProgressFromMetrics(*page, *pod, job_name).step;
+        const std::vector<std::pair<std::string, std::string>> expected = {
+            {api::kMetricLabelJob, job_name},
+            {api::kMetricLabelNamespace, kube::Namespace(*pod)},
+            {api::kMetricLabelReplicaType, type},
+            {api::kMetricLabelReplicaIndex, kube::Label(*pod, api::kLabelReplicaIndex)},
+        };
+        r.waiting_seconds =
+            FindValue(*page, api::kMetricAllreduceStallSeconds, expected).value_or(0.0);
+        // A replica that answers but has no step yet (loading data) counts
+        // as at step 0.
+        if (!r.step) r.step = 0;
+      }
+    }
+    readings.push_back(std::move(r));
+  }
+  const double now =
+      options_.clock != nullptr ? options_.clock->NowSeconds() : RealClock().NowSeconds();
+  options_.stalls->Observe(uid, readings, now);
+  const double timeout = static_cast<double>(kube::IntAt(
+      *job, {"spec", "runPolicy", "stallTimeoutSeconds"}, api::kDefaultStallTimeoutSeconds));
+  const bool stalled = options_.stalls->Check(uid, timeout, now).has_value();
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, fresh] = stalled_.try_emplace(uid, false);
+    changed = it->second != stalled;
+    it->second = stalled;
+  }
+  if (changed && options_.on_stall_change) options_.on_stall_change(kube::ObjectKey(*job));
 }
 
 bool ProgressPoller::PollJob(const Target& target) {

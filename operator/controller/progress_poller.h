@@ -28,6 +28,7 @@
 #ifndef KUBETRAIN_OPERATOR_CONTROLLER_PROGRESS_POLLER_H_
 #define KUBETRAIN_OPERATOR_CONTROLLER_PROGRESS_POLLER_H_
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,7 +40,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kubetrain/clock.h"
 #include "operator/controller/prometheus_text.h"
+#include "operator/controller/stall_tracker.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/object_cache.h"
@@ -62,6 +65,14 @@ std::unique_ptr<MetricsFetcher> NewCurlMetricsFetcher(absl::Duration timeout);
 struct ProgressPollerOptions {
   absl::Duration interval = absl::Seconds(30);
   int max_parallel = 8;  // concurrent fetches in one PollOnce
+  // The stall watch (stall_tracker.h): each round also reads every running
+  // replica (chief, workers, parameter servers) of each running job whose
+  // runPolicy.stallTimeoutSeconds is not 0 into `stalls`, on `clock`, and
+  // calls `on_stall_change` with the job's key when its verdict (stalled
+  // or not) changes. Off while `stalls` is null.
+  StallTracker* stalls = nullptr;
+  const Clock* clock = nullptr;
+  std::function<void(const std::string& job_key)> on_stall_change;
 };
 
 // The values read from one metrics page; nullopt where the metric is absent.
@@ -75,8 +86,8 @@ struct TrainingProgress {
   bool operator==(const TrainingProgress& other) const = default;
 };
 
-// True when the job's phase (type of its last True condition) is Running or
-// Restarting.
+// True when the job's phase (type of its last True condition) is Running,
+// Restarting or Stalled.
 bool IsJobRunning(const nlohmann::json& job);
 
 // The progress in `page` for the replica `pod` runs (see the header comment
@@ -122,6 +133,8 @@ class ProgressPoller {
   };
   // Fetches, parses and writes one job's progress; true when written.
   bool PollJob(const Target& target);
+  // Reads every running replica of `job` into the stall tracker.
+  void WatchJob(const kube::ObjectPtr& job);
   std::optional<Target> TargetFor(const kube::ObjectPtr& job) const;
   // Logs a failure once per streak.
   void NoteFailure(const Target& target, const absl::Status& status);
@@ -140,6 +153,8 @@ class ProgressPoller {
   absl::Mutex mu_;
   // Job uid -> in a failure streak.
   absl::flat_hash_map<std::string, bool> failing_ ABSL_GUARDED_BY(mu_);
+  // Job uid -> the stall verdict last told (on_stall_change).
+  absl::flat_hash_map<std::string, bool> stalled_ ABSL_GUARDED_BY(mu_);
   // Job uid -> (resourceVersion the cache held when we wrote, what we wrote):
   // skips a repeated write while the informer has not yet seen ours.
   absl::flat_hash_map<std::string, std::pair<std::string, nlohmann::json>> written_

@@ -414,6 +414,73 @@ struct Reconciler::Pass {
     return true;
   }
 
+  // The Stalled condition from the progress poller's readings (no replica
+  // advanced for runPolicy.stallTimeoutSeconds), and runPolicy.stallPolicy:
+  // None keeps the job running, Stalled True naming the replicas behind
+  // until progress resumes; Restart deletes their pods (recreated, resuming
+  // from the checkpoint; counted as restarts) and leaves Stalled False with
+  // reason StalledReplicasRestarted; Fail fails the job. False when the job
+  // failed.
+  bool ApplyStallPolicy() {
+    if (d.stalls == nullptr) return true;
+    const api::RunPolicy& rp = job.spec.run_policy;
+    const int64_t timeout = rp.stall_timeout_seconds.value_or(api::kDefaultStallTimeoutSeconds);
+    const std::optional<Stall> stall =
+        timeout > 0 ? d.stalls->Check(uid, static_cast<double>(timeout), d.clock->NowSeconds())
+                    : std::nullopt;
+    if (!stall.has_value()) {
+      if (IsConditionTrue(status, kCondStalled)) {
+        SetCondition(status, kCondStalled, false, "ProgressResumed", "", now_str);
+        OnWritten([this] { Event(kEventNormal, "ProgressResumed", "training progresses again"); });
+      }
+      return true;
+    }
+    const std::string message = absl::StrCat(
+        "no progress for ", timeout, " s (runPolicy.stallTimeoutSeconds): ", stall->message);
+    const api::StallPolicy policy = rp.stall_policy.value_or(api::StallPolicy::kNone);
+    if (policy == api::StallPolicy::kFail) {
+      OnWritten(
+          [this, message] { Event(kEventWarning, "Stalled", message + "; failing the job"); });
+      SetCondition(status, kCondStalled, true, "NoProgress", message, now_str);
+      Fail("Stalled", absl::StrCat("TrainingJob ", name, " stalled: ", message));
+      return false;
+    }
+    if (policy == api::StallPolicy::kNone) {
+      if (!IsConditionTrue(status, kCondStalled)) {
+        OnWritten([this, message] { Event(kEventWarning, "Stalled", message); });
+      }
+      SetCondition(status, kCondStalled, true, "NoProgress", message, now_str);
+      return true;
+    }
+    // Restart.
+    OnWritten([this, message] {
+      Event(kEventWarning, "Stalled", message + "; restarting the replicas behind");
+    });
+    for (const auto& [k, pod] : pods) {
+      if (kube::IsBeingDeleted(*pod)) continue;
+      if (std::find(stall->pods.begin(), stall->pods.end(), kube::Name(*pod)) ==
+          stall->pods.end()) {
+        continue;
+      }
+      kube::Json& rs = status["replicaStatuses"][api::ReplicaTypeName(k.first)];
+      if (!rs.is_object()) rs = kube::Json::object();
+      rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
+      status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
+      d.metrics->JobRestarted(ns);
+      PlanDeletePod(pod, " (stalled)");
+    }
+    // True for the record (its lastTransitionTime), False at once: the
+    // restarted replicas are no longer stalled.
+    SetCondition(status, kCondStalled, true, "NoProgress", message, now_str);
+    SetCondition(status, kCondStalled, false, "StalledReplicasRestarted", message, now_str);
+    // The recreated replicas start the watch over.
+    d.stalls->Forget(uid);
+    restarting = true;
+    restart_reason = "Stalled";
+    restart_message = absl::StrCat("TrainingJob ", name, " is restarting: ", message);
+    return true;
+  }
+
   static void SetFailureFields(FailedReplica& f, const PodFailure& p) {
     f.exit = p.exit;
     f.detail = p.detail;
@@ -816,7 +883,7 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     } else if (deadline.wait) {
       p.Requeue(*deadline.wait);
     }
-    if (!deadline.passed && p.ApplyFailurePolicy()) {
+    if (!deadline.passed && p.ApplyFailurePolicy() && p.ApplyStallPolicy()) {
       p.PlanPodGroup();
       p.PlanCreates();
       p.ComputeReplicaStatuses();

@@ -41,6 +41,7 @@
 #include "operator/controller/expectations.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/replica_builder.h"
+#include "operator/controller/stall_tracker.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/object_cache.h"
@@ -72,6 +73,9 @@ struct ReconcilerDeps {
   BuildOptions build;
   // Pass time (status timestamps, deadlines, TTLs); wall time of the clock.
   const Clock* clock = nullptr;
+  // The progress poller's readings of running jobs (stall_tracker.h), for
+  // the Stalled condition and runPolicy.stallPolicy; null: no stall watch.
+  StallTracker* stalls = nullptr;
   // Called with the TrainingJob the API returned after a status write
   // (write-through into the jobs cache); may be empty.
   std::function<void(const kube::Json&)> job_written;

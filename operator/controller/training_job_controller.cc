@@ -45,6 +45,8 @@ struct TrainingJobController::Impl {
   // After the reconciler: destroyed (threads joined) before it.
   std::unique_ptr<ActionRunner> runner;
   std::unique_ptr<MetricsFetcher> fetcher;
+  // The progress poller's readings of running jobs, for Stalled.
+  StallTracker stalls;
   std::unique_ptr<ProgressPoller> progress;
   std::vector<std::thread> workers;
   std::thread stats_thread;
@@ -243,6 +245,7 @@ absl::Status TrainingJobController::Start() {
   deps.metrics = m.metrics;
   deps.logger = m.logger;
   deps.clock = &m.clock;
+  if (m.options.progress_interval > absl::ZeroDuration()) deps.stalls = &m.stalls;
   deps.build.gang_scheduler = m.options.gang_scheduler;
   deps.job_written = [&m](const kube::Json& job) { m.jobs->ObserveWrite(job); };
   m.reconciler = std::make_unique<Reconciler>(std::move(deps));
@@ -274,11 +277,18 @@ absl::Status TrainingJobController::Start() {
   for (int i = 0; i < workers; ++i) m.workers.emplace_back([&m] { m.Work(); });
   m.stats_thread = std::thread([&m] { m.Stats(); });
   if (m.options.progress_interval > absl::ZeroDuration()) {
-    m.fetcher = NewCurlMetricsFetcher(absl::Seconds(5));
+    // A frozen replica's metrics never answer: a short timeout keeps one
+    // from holding the round up.
+    if (m.options.metrics_fetcher == nullptr) m.fetcher = NewCurlMetricsFetcher(absl::Seconds(2));
     ProgressPollerOptions progress_options;
     progress_options.interval = m.options.progress_interval;
-    m.progress = std::make_unique<ProgressPoller>(m.client, m.jobs->cache(), m.pods->cache(),
-                                                  *m.fetcher, progress_options, m.logger);
+    progress_options.stalls = &m.stalls;
+    progress_options.clock = &m.clock;
+    progress_options.on_stall_change = [&m](const std::string& key) { m.queue->Add(key); };
+    m.progress = std::make_unique<ProgressPoller>(
+        m.client, m.jobs->cache(), m.pods->cache(),
+        m.options.metrics_fetcher != nullptr ? *m.options.metrics_fetcher : *m.fetcher,
+        progress_options, m.logger);
     m.progress->Start();
   }
   m.ready = true;

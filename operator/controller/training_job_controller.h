@@ -17,6 +17,7 @@
 #include "kubetrain/clock.h"
 #include "operator/controller/action_runner.h"
 #include "operator/controller/operator_metrics.h"
+#include "operator/controller/progress_poller.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/work_queue.h"
@@ -32,8 +33,11 @@ struct ControllerOptions {
   int action_threads = 16;
   std::string gang_scheduler;  // "" or "volcano"
   absl::Duration resync_period = absl::Minutes(10);
-  // How often status.progress is refreshed from the chief's metrics (0: off).
+  // How often status.progress is refreshed from the chief's metrics, and
+  // every replica's read for the Stalled condition (0: off).
   absl::Duration progress_interval = absl::Seconds(30);
+  // Tests: reads the replicas' metrics instead of libcurl; borrowed.
+  MetricsFetcher* metrics_fetcher = nullptr;
   absl::Duration sync_timeout = absl::Minutes(2);  // informers' first list
   // Work-queue metrics (depth, adds, retries, latencies); may be null.
   kube::WorkQueueObserver* queue_observer = nullptr;

@@ -99,7 +99,7 @@ inline constexpr MetricName kStalledPeers = {
 
 // Allreduce (worker-only jobs).
 inline constexpr MetricName kAllreduceStallSeconds = {
-    "kubetrain_allreduce_stall_seconds",
+    api::kMetricAllreduceStallSeconds,
     "How long the collective in flight has waited for ranks that have not joined it, once that "
     "passes --stall-warning; 0 otherwise."};
 

@@ -53,6 +53,8 @@ spec:
   runPolicy:
     cleanPodPolicy: All
     backoffLimit: 3
+    stallTimeoutSeconds: 120
+    stallPolicy: Restart
     activeDeadlineSeconds: 3600
     ttlSecondsAfterFinished: 600
     suspend: false
@@ -108,6 +110,8 @@ TEST(TrainingJobTest, ParsesEveryField) {
   EXPECT_EQ(rp.clean_pod_policy, CleanPodPolicy::kAll);
   EXPECT_EQ(rp.backoff_limit, 3);
   EXPECT_EQ(rp.active_deadline_seconds, 3600);
+  EXPECT_EQ(rp.stall_timeout_seconds, 120);
+  EXPECT_EQ(rp.stall_policy, StallPolicy::kRestart);
   EXPECT_EQ(rp.ttl_seconds_after_finished, 600);
   EXPECT_FALSE(rp.suspend);
   ASSERT_TRUE(rp.scheduling_policy.has_value());
@@ -294,6 +298,12 @@ INSTANTIATE_TEST_SUITE_P(
                     "spec.runPolicy.activeDeadlineSeconds: must be >= 1, got -5"},
         InvalidCase{"ZeroDeadline", Spec(kWorker, "  runPolicy: {activeDeadlineSeconds: 0}\n"),
                     "spec.runPolicy.activeDeadlineSeconds: must be >= 1, got 0"},
+        InvalidCase{"NegativeStallTimeout",
+                    Spec(kWorker, "  runPolicy: {stallTimeoutSeconds: -1}\n"),
+                    "spec.runPolicy.stallTimeoutSeconds: must be >= 0 (0: off), got -1"},
+        InvalidCase{"BadStallPolicy", Spec(kWorker, "  runPolicy: {stallPolicy: Kill}\n"),
+                    "spec.runPolicy.stallPolicy: must be one of None, Restart, Fail, got "
+                    "\"Kill\""},
         InvalidCase{"NegativeTtl", Spec(kWorker, "  runPolicy: {ttlSecondsAfterFinished: -1}\n"),
                     "spec.runPolicy.ttlSecondsAfterFinished: must be >= 0, got -1"},
         InvalidCase{"BadCleanPodPolicy", Spec(kWorker, "  runPolicy: {cleanPodPolicy: Some}\n"),
@@ -421,6 +431,10 @@ TEST(EnumNamesTest, RoundTrip) {
     EXPECT_EQ(ParseServiceMode(ServiceModeName(m)), m);
   }
   EXPECT_EQ(ParseServiceMode(""), std::nullopt);  // absent is PerReplica; "" is not a mode
+  for (StallPolicy p : {StallPolicy::kNone, StallPolicy::kRestart, StallPolicy::kFail}) {
+    EXPECT_EQ(ParseStallPolicy(StallPolicyName(p)), p);
+  }
+  EXPECT_EQ(ParseStallPolicy("restart"), std::nullopt);
 }
 
 }  // namespace
