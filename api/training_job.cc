@@ -107,6 +107,17 @@ std::optional<StallPolicy> ParseStallPolicy(std::string_view name) {
   return std::nullopt;
 }
 
+std::string UnschedulablePolicyName(UnschedulablePolicy policy) {
+  return policy == UnschedulablePolicy::kFail ? "Fail" : "Wait";
+}
+
+std::optional<UnschedulablePolicy> ParseUnschedulablePolicy(std::string_view name) {
+  for (UnschedulablePolicy p : {UnschedulablePolicy::kWait, UnschedulablePolicy::kFail}) {
+    if (UnschedulablePolicyName(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
 std::string SuccessPolicyName(SuccessPolicy policy) {
   return policy == SuccessPolicy::kAllWorkers ? "AllWorkers" : "";
 }

@@ -65,6 +65,12 @@ std::optional<CleanPodPolicy> ParseCleanPodPolicy(std::string_view name);
 enum class StallPolicy { kNone, kRestart, kFail };
 std::string StallPolicyName(StallPolicy policy);
 std::optional<StallPolicy> ParseStallPolicy(std::string_view name);
+
+// What follows a replica left unscheduled past schedulingTimeoutSeconds:
+// the Unschedulable condition, and the job keeps waiting or fails.
+enum class UnschedulablePolicy { kWait, kFail };
+std::string UnschedulablePolicyName(UnschedulablePolicy policy);
+std::optional<UnschedulablePolicy> ParseUnschedulablePolicy(std::string_view name);
 // runPolicy.stallTimeoutSeconds when unset: five minutes without progress.
 inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
 
@@ -155,6 +161,10 @@ struct RunPolicy {
   // (default kDefaultStallTimeoutSeconds; 0: never), and what follows.
   std::optional<int64_t> stall_timeout_seconds;
   std::optional<StallPolicy> stall_policy;  // default None
+  // Seconds a replica's pod may stay unscheduled before the job is
+  // Unschedulable (absent: never), and what follows.
+  std::optional<int64_t> scheduling_timeout_seconds;
+  std::optional<UnschedulablePolicy> unschedulable_policy;  // default Wait
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int32_t> ttl_seconds_after_finished;
   bool suspend = false;

@@ -38,7 +38,8 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
   if (absl::Status s = CheckKnownFields(
           v, path,
           {"cleanPodPolicy", "backoffLimit", "maxDisruptions", "stallTimeoutSeconds", "stallPolicy",
-           "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
+           "schedulingTimeoutSeconds", "unschedulablePolicy", "activeDeadlineSeconds",
+           "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
       !s.ok()) {
     return s;
   }
@@ -59,6 +60,17 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
   }
   if (absl::Status s = GetEnum<StallPolicy>(v, "stallPolicy", path, &ParseStallPolicy,
                                             "None, Restart, Fail", &rp->stall_policy);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          GetOptionalInt(v, "schedulingTimeoutSeconds", path, &rp->scheduling_timeout_seconds);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          GetEnum<UnschedulablePolicy>(v, "unschedulablePolicy", path, &ParseUnschedulablePolicy,
+                                       "Wait, Fail", &rp->unschedulable_policy);
       !s.ok()) {
     return s;
   }
@@ -206,6 +218,12 @@ json ToJson(const TrainingJob& job) {
   if (rp.max_disruptions) run["maxDisruptions"] = *rp.max_disruptions;
   if (rp.stall_timeout_seconds) run["stallTimeoutSeconds"] = *rp.stall_timeout_seconds;
   if (rp.stall_policy) run["stallPolicy"] = StallPolicyName(*rp.stall_policy);
+  if (rp.scheduling_timeout_seconds) {
+    run["schedulingTimeoutSeconds"] = *rp.scheduling_timeout_seconds;
+  }
+  if (rp.unschedulable_policy) {
+    run["unschedulablePolicy"] = UnschedulablePolicyName(*rp.unschedulable_policy);
+  }
   if (rp.active_deadline_seconds) run["activeDeadlineSeconds"] = *rp.active_deadline_seconds;
   if (rp.ttl_seconds_after_finished) {
     run["ttlSecondsAfterFinished"] = *rp.ttl_seconds_after_finished;

@@ -109,6 +109,11 @@ absl::Status Validate(const TrainingJob& job) {
     return FieldError("spec.runPolicy.stallTimeoutSeconds",
                       absl::StrCat("must be >= 0 (0: off), got ", *rp.stall_timeout_seconds));
   }
+  if (rp.scheduling_timeout_seconds && *rp.scheduling_timeout_seconds < 1) {
+    return FieldError(
+        "spec.runPolicy.schedulingTimeoutSeconds",
+        absl::StrCat("must be >= 1 (absent: never), got ", *rp.scheduling_timeout_seconds));
+  }
   if (rp.max_disruptions && *rp.max_disruptions < 0) {
     return FieldError("spec.runPolicy.maxDisruptions",
                       absl::StrCat("must be >= 0, got ", *rp.max_disruptions));

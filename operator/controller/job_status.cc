@@ -77,6 +77,8 @@ void SetCondition(Json& status, const std::string& type, bool value, const std::
     // A job that stalled and then finished is stalled no more (one failed
     // for its stall keeps it True).
     if (type == kCondSucceeded) SetCondition(status, kCondStalled, false, "JobSucceeded", "", now);
+    SetCondition(status, kCondUnschedulable, false,
+                 type == kCondSucceeded ? "JobSucceeded" : "JobFailed", "", now);
   } else if (type == kCondRunning) {
     SetCondition(status, kCondRestarting, false, "JobRunning", "", now);
   } else if (type == kCondRestarting) {

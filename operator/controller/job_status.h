@@ -25,6 +25,9 @@ inline constexpr char kCondSuspended[] = "Suspended";
 // No replica progressed for runPolicy.stallTimeoutSeconds (set True last, so
 // `kubectl get tj` shows it while it holds; False again once progress resumes).
 inline constexpr char kCondStalled[] = "Stalled";
+// A replica's pod stayed unscheduled past runPolicy.schedulingTimeoutSeconds
+// (False again, reason Scheduled, once every pod has a node).
+inline constexpr char kCondUnschedulable[] = "Unschedulable";
 
 // True when the condition of `type` exists with status "True".
 bool IsConditionTrue(const Json& status, const std::string& type);

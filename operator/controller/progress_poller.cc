@@ -142,14 +142,17 @@ bool IsJobRunning(const Json& job) {
   if (!job.contains("status") || !job["status"].is_object()) return false;
   const Json& status = job["status"];
   if (!status.contains("conditions") || !status["conditions"].is_array()) return false;
-  std::string phase;
-  for (const Json& condition : status["conditions"]) {
-    if (!condition.is_object()) continue;
-    if (kube::StringAt(condition, {"status"}) == "True") {
-      phase = kube::StringAt(condition, {"type"});
+  auto is_true = [&](const char* type) {
+    for (const Json& condition : status["conditions"]) {
+      if (condition.is_object() && kube::StringAt(condition, {"type"}) == type &&
+          kube::StringAt(condition, {"status"}) == "True") {
+        return true;
+      }
     }
-  }
-  return phase == "Running" || phase == "Restarting" || phase == "Stalled";
+    return false;
+  };
+  if (is_true("Succeeded") || is_true("Failed") || is_true("Suspended")) return false;
+  return is_true("Running") || is_true("Restarting");
 }
 
 TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,

@@ -86,8 +86,9 @@ struct TrainingProgress {
   bool operator==(const TrainingProgress& other) const = default;
 };
 
-// True when the job's phase (type of its last True condition) is Running,
-// Restarting or Stalled.
+// True when the job's Running or Restarting condition is True and it is
+// not Succeeded, Failed or Suspended (Stalled or Unschedulable may be the
+// phase shown meanwhile).
 bool IsJobRunning(const nlohmann::json& job);
 
 // The progress in `page` for the replica `pod` runs (see the header comment

@@ -21,6 +21,7 @@
 #include "operator/controller/job_phase.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/pod_status.h"
+#include "operator/controller/scheduling_check.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/object.h"
 
@@ -481,6 +482,53 @@ struct Reconciler::Pass {
     return true;
   }
 
+  // The Unschedulable condition (runPolicy.schedulingTimeoutSeconds): the
+  // replicas whose pods waited that long for a node, with the scheduler's
+  // message; runPolicy.unschedulablePolicy Wait keeps waiting, Fail fails
+  // the job. Requeues for the moment the next pod reaches the timeout.
+  // False when the job failed.
+  bool ApplySchedulingPolicy() {
+    const api::RunPolicy& rp = job.spec.run_policy;
+    SchedulingCheck check;
+    if (rp.scheduling_timeout_seconds.value_or(0) > 0) {
+      std::vector<ReplicaPod> replicas;
+      for (const auto& [k, pod] : pods) {
+        replicas.push_back(
+            ReplicaPod{absl::StrCat(api::ReplicaTypeLower(k.first), "-", k.second), pod.get()});
+      }
+      std::optional<Gang> gang;
+      if (d.pod_groups != nullptr && rp.scheduling_policy) {
+        int64_t total = 0;
+        for (const auto& [type, spec] : job.spec.replica_specs) total += spec.Replicas();
+        gang = Gang{name, rp.scheduling_policy->min_available.value_or(total)};
+      }
+      check = CheckScheduling(replicas, *rp.scheduling_timeout_seconds, now, gang);
+      if (check.wait) Requeue(*check.wait);
+    }
+    if (!check.message) {
+      if (IsConditionTrue(status, kCondUnschedulable)) {
+        SetCondition(status, kCondUnschedulable, false, "Scheduled", "", now_str);
+        OnWritten([this] { Event(kEventNormal, "Scheduled", "every replica has a node"); });
+      }
+      return true;
+    }
+    const std::string message = *check.message;
+    const bool fail = rp.unschedulable_policy.value_or(api::UnschedulablePolicy::kWait) ==
+                      api::UnschedulablePolicy::kFail;
+    if (!IsConditionTrue(status, kCondUnschedulable)) {
+      OnWritten([this, message, fail] {
+        Event(kEventWarning, "Unschedulable",
+              fail ? message + "; failing the job" : message + "; waiting");
+      });
+    }
+    SetCondition(status, kCondUnschedulable, true, "SchedulingTimeout", message, now_str);
+    if (fail) {
+      Fail("Unschedulable", absl::StrCat("TrainingJob ", name, ": ", message));
+      return false;
+    }
+    return true;
+  }
+
   static void SetFailureFields(FailedReplica& f, const PodFailure& p) {
     f.exit = p.exit;
     f.detail = p.detail;
@@ -883,7 +931,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     } else if (deadline.wait) {
       p.Requeue(*deadline.wait);
     }
-    if (!deadline.passed && p.ApplyFailurePolicy() && p.ApplyStallPolicy()) {
+    if (!deadline.passed && p.ApplyFailurePolicy() && p.ApplyStallPolicy() &&
+        p.ApplySchedulingPolicy()) {
       p.PlanPodGroup();
       p.PlanCreates();
       p.ComputeReplicaStatuses();

@@ -55,6 +55,8 @@ spec:
     backoffLimit: 3
     stallTimeoutSeconds: 120
     stallPolicy: Restart
+    schedulingTimeoutSeconds: 600
+    unschedulablePolicy: Fail
     activeDeadlineSeconds: 3600
     ttlSecondsAfterFinished: 600
     suspend: false
@@ -112,6 +114,8 @@ TEST(TrainingJobTest, ParsesEveryField) {
   EXPECT_EQ(rp.active_deadline_seconds, 3600);
   EXPECT_EQ(rp.stall_timeout_seconds, 120);
   EXPECT_EQ(rp.stall_policy, StallPolicy::kRestart);
+  EXPECT_EQ(rp.scheduling_timeout_seconds, 600);
+  EXPECT_EQ(rp.unschedulable_policy, UnschedulablePolicy::kFail);
   EXPECT_EQ(rp.ttl_seconds_after_finished, 600);
   EXPECT_FALSE(rp.suspend);
   ASSERT_TRUE(rp.scheduling_policy.has_value());
@@ -304,6 +308,13 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"BadStallPolicy", Spec(kWorker, "  runPolicy: {stallPolicy: Kill}\n"),
                     "spec.runPolicy.stallPolicy: must be one of None, Restart, Fail, got "
                     "\"Kill\""},
+        InvalidCase{"ZeroSchedulingTimeout",
+                    Spec(kWorker, "  runPolicy: {schedulingTimeoutSeconds: 0}\n"),
+                    "spec.runPolicy.schedulingTimeoutSeconds: must be >= 1 (absent: never), got 0"},
+        InvalidCase{"BadUnschedulablePolicy",
+                    Spec(kWorker, "  runPolicy: {unschedulablePolicy: Retry}\n"),
+                    "spec.runPolicy.unschedulablePolicy: must be one of Wait, Fail, got "
+                    "\"Retry\""},
         InvalidCase{"NegativeTtl", Spec(kWorker, "  runPolicy: {ttlSecondsAfterFinished: -1}\n"),
                     "spec.runPolicy.ttlSecondsAfterFinished: must be >= 0, got -1"},
         InvalidCase{"BadCleanPodPolicy", Spec(kWorker, "  runPolicy: {cleanPodPolicy: Some}\n"),
@@ -435,6 +446,9 @@ TEST(EnumNamesTest, RoundTrip) {
     EXPECT_EQ(ParseStallPolicy(StallPolicyName(p)), p);
   }
   EXPECT_EQ(ParseStallPolicy("restart"), std::nullopt);
+  for (UnschedulablePolicy p : {UnschedulablePolicy::kWait, UnschedulablePolicy::kFail}) {
+    EXPECT_EQ(ParseUnschedulablePolicy(UnschedulablePolicyName(p)), p);
+  }
 }
 
 }  // namespace

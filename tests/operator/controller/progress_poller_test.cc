@@ -586,7 +586,7 @@ TEST_F(ProgressPollerTest, StartPollsEveryIntervalAndStopIsPrompt) {
 
 // --- pure helpers ---
 
-TEST(ProgressHelpersTest, IsJobRunningReadsTheLastTrueCondition) {
+TEST(ProgressHelpersTest, IsJobRunningReadsTheConditions) {
   auto job = [](Json conditions) { return Json{{"status", {{"conditions", conditions}}}}; };
   EXPECT_FALSE(IsJobRunning(Json::object()));
   EXPECT_FALSE(IsJobRunning(job(Json::array())));
@@ -599,6 +599,11 @@ TEST(ProgressHelpersTest, IsJobRunningReadsTheLastTrueCondition) {
       IsJobRunning(job(Json::array({Condition("Running", "False"), Condition("Succeeded")}))));
   EXPECT_FALSE(IsJobRunning(job(Json::array({Condition("Running"), Condition("Failed")}))));
   EXPECT_FALSE(IsJobRunning(Json{{"status", {{"conditions", "Running"}}}}));
+  // A running job shown as Stalled or Unschedulable is still polled.
+  EXPECT_TRUE(IsJobRunning(job(Json::array({Condition("Running"), Condition("Stalled")}))));
+  EXPECT_TRUE(
+      IsJobRunning(job(Json::array({Condition("Restarting"), Condition("Unschedulable")}))));
+  EXPECT_FALSE(IsJobRunning(job(Json::array({Condition("Running"), Condition("Suspended")}))));
 }
 
 TEST(ProgressHelpersTest, MetricsUrlFromAnnotationsWithDefaults) {
