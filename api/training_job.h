@@ -73,6 +73,8 @@ std::string UnschedulablePolicyName(UnschedulablePolicy policy);
 std::optional<UnschedulablePolicy> ParseUnschedulablePolicy(std::string_view name);
 // runPolicy.stallTimeoutSeconds when unset: five minutes without progress.
 inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
+// runPolicy.nodeLostTimeoutSeconds when unset.
+inline constexpr int64_t kDefaultNodeLostTimeoutSeconds = 60;
 
 enum class SuccessPolicy { kDefault, kAllWorkers };  // "" and "AllWorkers"
 std::string SuccessPolicyName(SuccessPolicy policy);
@@ -165,6 +167,10 @@ struct RunPolicy {
   // Unschedulable (absent: never), and what follows.
   std::optional<int64_t> scheduling_timeout_seconds;
   std::optional<UnschedulablePolicy> unschedulable_policy;  // default Wait
+  // Seconds a replica's node may stay not Ready (or a pod Terminating past
+  // its grace period) before the pod is force-deleted and recreated
+  // (default kDefaultNodeLostTimeoutSeconds; 0: never).
+  std::optional<int64_t> node_lost_timeout_seconds;
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int32_t> ttl_seconds_after_finished;
   bool suspend = false;

@@ -38,8 +38,8 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
   if (absl::Status s = CheckKnownFields(
           v, path,
           {"cleanPodPolicy", "backoffLimit", "maxDisruptions", "stallTimeoutSeconds", "stallPolicy",
-           "schedulingTimeoutSeconds", "unschedulablePolicy", "activeDeadlineSeconds",
-           "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
+           "schedulingTimeoutSeconds", "unschedulablePolicy", "nodeLostTimeoutSeconds",
+           "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "schedulingPolicy"});
       !s.ok()) {
     return s;
   }
@@ -71,6 +71,11 @@ absl::Status RunPolicyFromJson(const json& v, const std::string& path, RunPolicy
   if (absl::Status s =
           GetEnum<UnschedulablePolicy>(v, "unschedulablePolicy", path, &ParseUnschedulablePolicy,
                                        "Wait, Fail", &rp->unschedulable_policy);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          GetOptionalInt(v, "nodeLostTimeoutSeconds", path, &rp->node_lost_timeout_seconds);
       !s.ok()) {
     return s;
   }
@@ -220,6 +225,9 @@ json ToJson(const TrainingJob& job) {
   if (rp.stall_policy) run["stallPolicy"] = StallPolicyName(*rp.stall_policy);
   if (rp.scheduling_timeout_seconds) {
     run["schedulingTimeoutSeconds"] = *rp.scheduling_timeout_seconds;
+  }
+  if (rp.node_lost_timeout_seconds) {
+    run["nodeLostTimeoutSeconds"] = *rp.node_lost_timeout_seconds;
   }
   if (rp.unschedulable_policy) {
     run["unschedulablePolicy"] = UnschedulablePolicyName(*rp.unschedulable_policy);

@@ -114,6 +114,10 @@ absl::Status Validate(const TrainingJob& job) {
         "spec.runPolicy.schedulingTimeoutSeconds",
         absl::StrCat("must be >= 1 (absent: never), got ", *rp.scheduling_timeout_seconds));
   }
+  if (rp.node_lost_timeout_seconds && *rp.node_lost_timeout_seconds < 0) {
+    return FieldError("spec.runPolicy.nodeLostTimeoutSeconds",
+                      absl::StrCat("must be >= 0 (0: never), got ", *rp.node_lost_timeout_seconds));
+  }
   if (rp.max_disruptions && *rp.max_disruptions < 0) {
     return FieldError("spec.runPolicy.maxDisruptions",
                       absl::StrCat("must be >= 0, got ", *rp.max_disruptions));

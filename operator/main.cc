@@ -215,7 +215,8 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
                            o.watch_namespace.empty() ? "(all)" : o.watch_namespace, ", workers ",
                            o.workers, ", action threads ", o.action_threads, ", leader election ",
                            o.leader_elect ? "on" : "off", ", gang scheduler ",
-                           o.gang_scheduler.empty() ? "(none)" : o.gang_scheduler));
+                           o.gang_scheduler.empty() ? "(none)" : o.gang_scheduler,
+                           ", nodes watched: ", o.watch_nodes ? "yes" : "no"));
 
   StopEvent stop;
   SignalThread signals(stop, logger);

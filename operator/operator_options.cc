@@ -42,6 +42,7 @@ struct RawFlags {
   std::string kube_api_burst = "30";
   std::string gang_scheduler;
   std::string progress_interval = "30s";
+  std::string watch_nodes = "auto";
   std::string log_format = "text";
   std::string log_level = "info";
 };
@@ -130,6 +131,12 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
          "How often status.progress is refreshed from the chief's metrics (0 = off)")
       ->type_name("DURATION")
       ->default_str(raw.progress_interval);
+  option("--watch-nodes", raw.watch_nodes,
+         "Watch Nodes (list/watch) to recreate replicas whose node is lost "
+         "(runPolicy.nodeLostTimeoutSeconds): true, false, or auto (true unless --namespace "
+         "is set: a namespaced install has no cluster-scoped RBAC)")
+      ->type_name("BOOL")
+      ->default_str(raw.watch_nodes);
   option("--log-format", raw.log_format, "Log line format: text or json")
       ->type_name("FORMAT")
       ->default_str(raw.log_format);
@@ -229,6 +236,16 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
   }
   o->gang_scheduler = raw.gang_scheduler;
 
+  if (raw.watch_nodes == "auto") {
+    o->watch_nodes = o->watch_namespace.empty();
+  } else if (raw.watch_nodes == "true") {
+    o->watch_nodes = true;
+  } else if (raw.watch_nodes == "false") {
+    o->watch_nodes = false;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--watch-nodes: must be true, false or auto, got '", raw.watch_nodes, "'"));
+  }
   if (raw.log_format == "text") {
     o->log_format = kube::StreamLogger::Format::kText;
   } else if (raw.log_format == "json") {
@@ -377,6 +394,7 @@ controller::ControllerOptions ToControllerOptions(const OperatorOptions& options
   c.action_threads = options.action_threads;
   c.gang_scheduler = options.gang_scheduler;
   c.progress_interval = options.progress_interval;
+  c.watch_nodes = options.watch_nodes;
   return c;
 }
 

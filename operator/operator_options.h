@@ -71,6 +71,9 @@ struct OperatorOptions {
   kube::ThrottleOptions throttle;
   std::string gang_scheduler;                            // "" or "volcano"
   absl::Duration progress_interval = absl::Seconds(30);  // 0 = off
+  // Nodes watched for lost replicas (--watch-nodes; auto: unless
+  // --namespace is set).
+  bool watch_nodes = true;
   kube::StreamLogger::Format log_format = kube::StreamLogger::Format::kText;
   kube::LogLevel log_level = kube::LogLevel::kInfo;
 };

@@ -98,4 +98,26 @@ void TrimCachedService(Json& service) {
   KeepOnly(service, {"apiVersion", "kind", "metadata"});
 }
 
+void TrimCachedNode(Json& node) {
+  TrimMetadata(node);
+  auto meta = node.find("metadata");
+  if (meta != node.end()) {
+    meta->erase("annotations");
+    meta->erase("labels");
+  }
+  node.erase("spec");
+  auto status = node.find("status");
+  if (status == node.end() || !status->is_object()) return;
+  Json ready = Json::array();
+  auto conditions = status->find("conditions");
+  if (conditions != status->end() && conditions->is_array()) {
+    for (Json& c : *conditions) {
+      if (!c.is_object() || c.value("type", "") != "Ready") continue;
+      KeepOnly(c, {"type", "status", "reason", "message", "lastTransitionTime"});
+      ready.push_back(std::move(c));
+    }
+  }
+  *status = Json{{"conditions", std::move(ready)}};
+}
+
 }  // namespace kubetrain::controller

@@ -10,8 +10,9 @@
 // are read for the first container, pod_status.h) and, of its status,
 // phase, reason, podIP, the conditions' type and status, and each container
 // status's name, restartCount and state/lastState.terminated exitCode and
-// reason. Of a Service nothing more. Add a field here before reading it
-// from the pods or services cache.
+// reason. Of a Service nothing more. Of a Node (node_loss.h) its Ready
+// condition's status, reason, message and lastTransitionTime, and not its
+// heartbeat times. Add a field here before reading it from a cache.
 //
 // Pure functions; thread-safe.
 #ifndef KUBETRAIN_OPERATOR_CONTROLLER_CACHE_TRIM_H_
@@ -23,6 +24,7 @@ namespace kubetrain::controller {
 
 void TrimCachedPod(nlohmann::json& pod);
 void TrimCachedService(nlohmann::json& service);
+void TrimCachedNode(nlohmann::json& node);
 
 }  // namespace kubetrain::controller
 

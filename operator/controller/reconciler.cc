@@ -20,6 +20,7 @@
 #include "operator/controller/failure_policy.h"
 #include "operator/controller/job_phase.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/node_loss.h"
 #include "operator/controller/pod_status.h"
 #include "operator/controller/scheduling_check.h"
 #include "operator/kube/api_error.h"
@@ -208,14 +209,17 @@ struct Reconciler::Pass {
   // Plans the deletion of a pod (precondition: its uid, so a newer pod of
   // the same name is never hit), expected from now on. NotFound counts as
   // done.
-  void PlanDeletePod(const ObjectPtr& pod, const std::string& why) {
+  // `force`: grace period 0, for a pod whose kubelet will never confirm
+  // the deletion (node_loss.h).
+  void PlanDeletePod(const ObjectPtr& pod, const std::string& why, bool force = false) {
     const std::string pod_uid = kube::Uid(*pod);
     const std::string pod_name = kube::Name(*pod);
     d.expectations->ExpectDeletions(PodExpectationKey(key), {pod_uid});
-    steps.push_back([this, pod_uid, pod_name, why]() -> absl::Status {
+    steps.push_back([this, pod_uid, pod_name, why, force]() -> absl::Status {
       kube::DeleteOptions options;
       options.precondition_uid = pod_uid;
       options.propagation_policy = "Background";
+      if (force) options.grace_period_seconds = 0;
       absl::StatusOr<kube::Json> deleted = d.client->Delete(kube::kPods, ns, pod_name, options);
       if (!deleted.ok()) {
         d.expectations->DeletionObserved(PodExpectationKey(key), pod_uid);
@@ -324,7 +328,39 @@ struct Reconciler::Pass {
 
   // Pods that failed or restarted, per restart policy. False when the job
   // failed.
+  // runPolicy.nodeLostTimeoutSeconds, when the operator watches Nodes.
+  std::optional<absl::Duration> NodeLostTimeout() const {
+    if (d.nodes == nullptr) return std::nullopt;
+    const int64_t s =
+        job.spec.run_policy.node_lost_timeout_seconds.value_or(api::kDefaultNodeLostTimeoutSeconds);
+    if (s <= 0) return std::nullopt;
+    return absl::Seconds(s);
+  }
+
+  // Pods still Terminating nodeLostTimeoutSeconds past their grace period
+  // (their kubelet is gone and will never confirm) are force-deleted. Runs
+  // before the failure policy, which waits for pending deletes to show up:
+  // these never would.
+  void ForceDeleteStuckPods() {
+    const std::optional<absl::Duration> timeout = NodeLostTimeout();
+    if (!timeout) return;
+    for (const auto& [k, pod] : pods) {
+      if (!kube::IsBeingDeleted(*pod)) continue;
+      const NodeLossCheck check = CheckNodeLoss(*pod, nullptr, *timeout, now);
+      if (check.wait) Requeue(*check.wait);
+      if (!check.stuck_terminating) continue;
+      const std::string node = kube::StringAt(*pod, {"spec", "nodeName"});
+      Event(kEventWarning, "ForceDeleted",
+            absl::StrCat("pod ", kube::Name(*pod), node.empty() ? "" : " on node ", node,
+                         " still Terminating ", absl::ToInt64Seconds(*timeout),
+                         " s past its grace period (runPolicy.nodeLostTimeoutSeconds): "
+                         "force-deleting it"));
+      PlanDeletePod(pod, " (stuck Terminating: forced)", /*force=*/true);
+    }
+  }
+
   bool ApplyFailurePolicy() {
+    ForceDeleteStuckPods();
     // Until the deletes of the last pass show up in the cache, the failed
     // pods seen here may be the ones already handled: do not count twice.
     if (!PodsSettled()) return true;
@@ -345,12 +381,27 @@ struct Reconciler::Pass {
     status["restartCount"] = std::max(previous, total_restarts);
     std::vector<FailedReplica> failed;
     std::vector<ObjectPtr> failed_pods;
+    std::vector<bool> force;  // of failed_pods: a lost node's pod
+    const std::optional<absl::Duration> node_lost_timeout = NodeLostTimeout();
     for (const auto& [k, pod] : pods) {
       if (kube::IsBeingDeleted(*pod)) continue;
       FailedReplica f;
       std::tie(f.type, f.index) = k;
       f.pod_name = kube::Name(*pod);
       f.policy = job.Find(f.type)->Restart();
+      if (node_lost_timeout) {
+        const std::string node_name = kube::StringAt(*pod, {"spec", "nodeName"});
+        const ObjectPtr node = node_name.empty() ? nullptr : d.nodes->Get(node_name);
+        const NodeLossCheck check = CheckNodeLoss(*pod, node.get(), *node_lost_timeout, now);
+        if (check.wait) Requeue(*check.wait);
+        if (check.lost) {
+          SetFailureFields(f, *check.lost);
+          failed.push_back(std::move(f));
+          failed_pods.push_back(pod);
+          force.push_back(true);
+          continue;
+        }
+      }
       if (PodPhase(*pod) != "Failed") {
         // A container that waits for what will not come by itself (an
         // image, a Secret) is reported, once, but left to the kubelet.
@@ -366,6 +417,7 @@ struct Reconciler::Pass {
       SetFailureFields(f, ClassifyFailedPod(*pod));
       failed.push_back(std::move(f));
       failed_pods.push_back(pod);
+      force.push_back(false);
     }
     const int disruptions = static_cast<int>(kube::IntAt(status, {"disruptionCount"}, 0));
     const FailureDecision decision =
@@ -381,7 +433,7 @@ struct Reconciler::Pass {
                          ": recreating; a disruption, not counted toward "
                          "backoffLimit (",
                          count, " of maxDisruptions ", MaxDisruptions(job.spec.run_policy), ")"));
-      PlanDeletePod(failed_pods[i], " (disruption)");
+      PlanDeletePod(failed_pods[i], " (disruption)", force[i]);
       NoteRestart(f);
     }
     for (size_t i : decision.restart) {
@@ -398,7 +450,7 @@ struct Reconciler::Pass {
       Event(kEventWarning, "Restarting",
             absl::StrCat(DescribeFailure(f), ": restarting (policy ",
                          api::RestartPolicyName(f.policy), ")"));
-      PlanDeletePod(failed_pods[i], " (restart)");
+      PlanDeletePod(failed_pods[i], " (restart)", force[i]);
       NoteRestart(f);
     }
     if (decision.fail.has_value()) {

@@ -64,6 +64,8 @@ struct ReconcilerDeps {
   const kube::ObjectCache* pods = nullptr;
   const kube::ObjectCache* services = nullptr;
   const kube::ObjectCache* pod_groups = nullptr;  // null unless gang scheduling
+  // Nodes (node_loss.h: replicas on lost nodes); null: not watched.
+  const kube::ObjectCache* nodes = nullptr;
   Expectations* expectations = nullptr;
   // Runs each pass's requests off the worker; null: Reconcile() runs them.
   ActionRunner* runner = nullptr;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/node_loss.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/reconciler.h"
 #include "operator/kube/api_error.h"
@@ -38,6 +40,7 @@ struct TrainingJobController::Impl {
   std::unique_ptr<kube::Informer> pods;
   std::unique_ptr<kube::Informer> services;
   std::unique_ptr<kube::Informer> pod_groups;
+  std::unique_ptr<kube::Informer> nodes;  // options.watch_nodes
   std::unique_ptr<kube::WorkQueue> queue;
   Expectations expectations;
   EventRecorder events;
@@ -69,6 +72,7 @@ struct TrainingJobController::Impl {
   std::vector<kube::Informer*> Informers() {
     std::vector<kube::Informer*> out = {jobs.get(), pods.get(), services.get()};
     if (pod_groups) out.push_back(pod_groups.get());
+    if (nodes) out.push_back(nodes.get());
     return out;
   }
 
@@ -101,6 +105,19 @@ struct TrainingJobController::Impl {
             queue->Add(*key);
           }
         }});
+  }
+
+  // A node whose readiness changed (or that is gone): every job with a pod
+  // on it looks again (node_loss.h), and requeues itself for its timeout.
+  void NodeChanged(const kube::Json* old_node, const kube::Json& node, bool deleted) {
+    if (!deleted && old_node != nullptr && NodeReady(*old_node) == NodeReady(node)) return;
+    const std::string name = kube::Name(node);
+    std::set<std::string> keys;
+    for (const kube::ObjectPtr& pod : pods->cache().List()) {
+      if (kube::StringAt(*pod, {"spec", "nodeName"}) != name) continue;
+      if (auto key = OwnerKey(*pod)) keys.insert(*key);
+    }
+    for (const std::string& key : keys) queue->Add(key);
   }
 
   void Work() {
@@ -218,6 +235,19 @@ absl::Status TrainingJobController::Start() {
         std::make_unique<kube::Informer>(m.client, kube::kPodGroups, owned, m.clock, m.logger);
   }
 
+  if (m.options.watch_nodes) {
+    kube::InformerOptions node_options;
+    node_options.transform = TrimCachedNode;
+    m.nodes =
+        std::make_unique<kube::Informer>(m.client, kube::kNodes, node_options, m.clock, m.logger);
+    m.nodes->AddHandlers(kube::InformerHandlers{
+        [&m](const kube::ObjectPtr& o) { m.NodeChanged(nullptr, *o, false); },
+        [&m](const kube::ObjectPtr& old_obj, const kube::ObjectPtr& o) {
+          m.NodeChanged(old_obj.get(), *o, false);
+        },
+        [&m](const kube::ObjectPtr& o) { m.NodeChanged(nullptr, *o, true); }});
+  }
+
   m.jobs->AddHandlers(kube::InformerHandlers{
       [&m](const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); },
       [&m](const kube::ObjectPtr&, const kube::ObjectPtr& o) { m.queue->Add(kube::ObjectKey(*o)); },
@@ -231,6 +261,7 @@ absl::Status TrainingJobController::Start() {
   deps.pods = &m.pods->cache();
   deps.services = &m.services->cache();
   deps.pod_groups = m.pod_groups ? &m.pod_groups->cache() : nullptr;
+  deps.nodes = m.nodes ? &m.nodes->cache() : nullptr;
   deps.expectations = &m.expectations;
   if (m.options.action_threads > 0) {
     m.runner = std::make_unique<ActionRunner>(

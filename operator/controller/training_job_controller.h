@@ -32,6 +32,9 @@ struct ControllerOptions {
   // them themselves (before issue 15's runner).
   int action_threads = 16;
   std::string gang_scheduler;  // "" or "volcano"
+  // Watch Nodes (list/watch, cluster-scoped) to recreate replicas on lost
+  // nodes (node_loss.h); off for a namespaced install, which cannot.
+  bool watch_nodes = true;
   absl::Duration resync_period = absl::Minutes(10);
   // How often status.progress is refreshed from the chief's metrics, and
   // every replica's read for the Stalled condition (0: off).

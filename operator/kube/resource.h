@@ -34,6 +34,7 @@ inline constexpr ResourceType kEvents{"", "v1", "events", "Event"};
 inline constexpr ResourceType kSecrets{"", "v1", "secrets", "Secret"};
 inline constexpr ResourceType kConfigMaps{"", "v1", "configmaps", "ConfigMap"};
 inline constexpr ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false};
+inline constexpr ResourceType kNodes{"", "v1", "nodes", "Node", false};
 inline constexpr ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Lease"};
 inline constexpr ResourceType kTrainingJobs{"kubetrain.io", "v1alpha1", "trainingjobs",
                                             "TrainingJob",  true,       true};

@@ -57,6 +57,7 @@ spec:
     stallPolicy: Restart
     schedulingTimeoutSeconds: 600
     unschedulablePolicy: Fail
+    nodeLostTimeoutSeconds: 90
     activeDeadlineSeconds: 3600
     ttlSecondsAfterFinished: 600
     suspend: false
@@ -116,6 +117,7 @@ TEST(TrainingJobTest, ParsesEveryField) {
   EXPECT_EQ(rp.stall_policy, StallPolicy::kRestart);
   EXPECT_EQ(rp.scheduling_timeout_seconds, 600);
   EXPECT_EQ(rp.unschedulable_policy, UnschedulablePolicy::kFail);
+  EXPECT_EQ(rp.node_lost_timeout_seconds, 90);
   EXPECT_EQ(rp.ttl_seconds_after_finished, 600);
   EXPECT_FALSE(rp.suspend);
   ASSERT_TRUE(rp.scheduling_policy.has_value());
@@ -315,6 +317,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Spec(kWorker, "  runPolicy: {unschedulablePolicy: Retry}\n"),
                     "spec.runPolicy.unschedulablePolicy: must be one of Wait, Fail, got "
                     "\"Retry\""},
+        InvalidCase{"NegativeNodeLostTimeout",
+                    Spec(kWorker, "  runPolicy: {nodeLostTimeoutSeconds: -5}\n"),
+                    "spec.runPolicy.nodeLostTimeoutSeconds: must be >= 0 (0: never), got -5"},
         InvalidCase{"NegativeTtl", Spec(kWorker, "  runPolicy: {ttlSecondsAfterFinished: -1}\n"),
                     "spec.runPolicy.ttlSecondsAfterFinished: must be >= 0, got -1"},
         InvalidCase{"BadCleanPodPolicy", Spec(kWorker, "  runPolicy: {cleanPodPolicy: Some}\n"),

@@ -154,7 +154,7 @@ test('namespace-scoped mode: Role and RoleBinding in that namespace, no ClusterR
   const roles = objs.filter((o) => o.kind === 'Role')
   assert.deepEqual(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort(),
     ['kubetrain-jobs/kubetrain-operator', 'kubetrain-system/kubetrain-operator-leader-election'])
-  assert.deepEqual(grantedRules(objs), sortedRules(EXPECTED_RULES))
+  assert.deepEqual(grantedRules(objs), sortedRules(requiredRules(ROOT, {namespaced: true})))
   const rb = objs.find((o) => o.kind === 'RoleBinding' && o.metadata.namespace === 'kubetrain-jobs')
   assert.deepEqual(rb.roleRef, {apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'kubetrain-operator'})
   assert.deepEqual(rb.subjects, [{kind: 'ServiceAccount', name: 'kubetrain-operator', namespace: 'kubetrain-system'}])
@@ -245,8 +245,8 @@ test('every option away from its default renders as asked', () => {
   assert.equal(only(objs, 'ServiceAccount').metadata.name, 'trainer-sa')
   assert.equal(objs.filter((o) => o.kind.startsWith('Cluster')).length, 0)
   assert.equal(objs.find((o) => o.kind === 'Role' && o.metadata.name.endsWith('leader-election')).metadata.namespace, 'kube-system')
-  // gangScheduler volcano: PodGroups too.
-  assert.deepEqual(grantedRules(objs), sortedRules(requiredRules(ROOT, {gangScheduler: 'volcano'})))
+  // gangScheduler volcano: PodGroups too; namespaced: no Nodes.
+  assert.deepEqual(grantedRules(objs), sortedRules(requiredRules(ROOT, {gangScheduler: 'volcano', namespaced: true})))
   assert.equal(only(objs, 'Service').spec.ports[0].port, 9090)
   assert.deepEqual(only(objs, 'PodMonitor').spec.namespaceSelector, {matchNames: ['research']})
   const pod = dep.spec.template.spec

@@ -48,6 +48,13 @@ export const CONDITIONAL = {
     files: ['operator/controller/training_job_controller.cc', 'operator/controller/reconciler.cc'],
     guards: ['gang_scheduler == "volcano"', 'd.pod_groups'],
   },
+  // Nodes: cluster-scoped, so only a cluster-wide install grants them; the
+  // informer exists only with --watch-nodes (auto: off with --namespace).
+  '/nodes': {
+    value: 'watchNamespace', equals: '', flag: '--watch-nodes',
+    files: ['operator/controller/training_job_controller.cc'],
+    guards: ['options.watch_nodes'],
+  },
 }
 
 // C++ source with comments blanked (newlines kept); string and character
@@ -221,13 +228,15 @@ export function deriveOperatorRules(root) {
 }
 
 // The derived rules plus the documented exceptions, for an operator run with
-// `gangScheduler` ("" or "volcano"): CONDITIONAL rules only when it is on.
-export function requiredRules(root, {gangScheduler = ''} = {}) {
+// `gangScheduler` ("" or "volcano"), cluster-wide or `namespaced`:
+// CONDITIONAL rules only when their value says so.
+export function requiredRules(root, {gangScheduler = '', namespaced = false} = {}) {
   const {rules} = deriveOperatorRules(root)
   const out = {...rules}
   for (const [k, v] of Object.entries(EXCEPTIONS)) out[k] = [...new Set([...(out[k] ?? []), ...v])].sort()
   for (const [k, c] of Object.entries(CONDITIONAL)) {
     if (c.value === 'operator.gangScheduler' && gangScheduler !== c.equals) delete out[k]
+    if (c.value === 'watchNamespace' && namespaced) delete out[k]
   }
   return out
 }

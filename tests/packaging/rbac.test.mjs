@@ -22,6 +22,9 @@ const split = (rules, leader) =>
 const OPERATOR_RULES = split(required, false)
 const LEADER_RULES = split(required, true)
 const VOLCANO_RULES = split(requiredRules(ROOT, {gangScheduler: 'volcano'}), false)
+// A namespaced install: no cluster-scoped resources (Nodes).
+const NAMESPACED_RULES = split(requiredRules(ROOT, {namespaced: true}), false)
+const NAMESPACED_VOLCANO_RULES = split(requiredRules(ROOT, {gangScheduler: 'volcano', namespaced: true}), false)
 
 // The ClusterRoles aggregated into the built-in roles (not the operator's).
 const AGGREGATE = /^rbac\.authorization\.k8s\.io\/aggregate-to-/
@@ -60,8 +63,10 @@ function checkRoles(objs, {operatorKind, operatorNamespace, leaderNamespace, vol
   const operator = only(roles, (o) => o.kind === operatorKind && !o.metadata.name.endsWith('-leader-election'),
     `${operatorKind} for the operator`)
   assert.equal(operator.metadata.namespace, operatorNamespace, key(operator))
-  assert.deepEqual(roleRules(operator), volcano ? VOLCANO_RULES : OPERATOR_RULES,
-    `${key(operator)} differs from the operator's calls${volcano ? ' with --gang-scheduler=volcano' : ''}`)
+  const namespaced = operatorKind === 'Role'
+  const want = namespaced ? (volcano ? NAMESPACED_VOLCANO_RULES : NAMESPACED_RULES) : (volcano ? VOLCANO_RULES : OPERATOR_RULES)
+  assert.deepEqual(roleRules(operator), want,
+    `${key(operator)} differs from the operator's calls${volcano ? ' with --gang-scheduler=volcano' : ''}${namespaced ? ' with --namespace' : ''}`)
   const leader = roles.filter((o) => o.metadata.name.endsWith('-leader-election'))
   if (leaderNamespace) {
     assert.equal(leader.length, 1, 'one leader-election Role')
@@ -103,7 +108,13 @@ test('Secrets: create only, and no Secret informer or read anywhere in the opera
   assert.deepEqual([...new Set(uses.filter((u) => u.rule === '/secrets').map((u) => u.verb))], ['create'])
 })
 
-test('PodGroups are used only behind --gang-scheduler=volcano', () => {
+test('Nodes: list and watch only, and only for a cluster-wide install', () => {
+  assert.deepEqual(required['/nodes'], ['list', 'watch'])
+  for (const v of required['/nodes']) assert.ok(['get', 'list', 'watch'].includes(v), `nodes: ${v}`)
+  assert.ok(!('/nodes' in requiredRules(ROOT, {namespaced: true})))
+})
+
+test('PodGroups are used only behind --gang-scheduler=volcano, Nodes behind --watch-nodes', () => {
   const {uses} = deriveOperatorRules(ROOT)
   for (const [rule, c] of Object.entries(CONDITIONAL)) {
     const found = uses.filter((u) => u.rule === rule)
@@ -115,8 +126,13 @@ test('PodGroups are used only behind --gang-scheduler=volcano', () => {
     for (const [i, f] of c.files.entries()) {
       assert.ok(readFileSync(join(ROOT, f), 'utf8').includes(c.guards[i]), `${f} lost its guard ${c.guards[i]}`)
     }
-    assert.ok(!(rule in required), `${rule} granted without ${c.flag}`)
-    assert.ok(rule in requiredRules(ROOT, {gangScheduler: 'volcano'}))
+    if (c.value === 'operator.gangScheduler') {
+      assert.ok(!(rule in required), `${rule} granted without ${c.flag}`)
+      assert.ok(rule in requiredRules(ROOT, {gangScheduler: 'volcano'}))
+    } else {
+      assert.ok(rule in required, `${rule} not granted cluster-wide`)
+      assert.ok(!(rule in requiredRules(ROOT, {namespaced: true})), `${rule} granted to a namespaced install`)
+    }
   }
 })
 

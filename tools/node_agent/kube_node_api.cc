@@ -10,11 +10,11 @@ using Json = nlohmann::json;
 
 absl::Status KubeNodeApi::RegisterNode(const Json& node) {
   const std::string name = kube::Name(node);
-  absl::StatusOr<Json> created = client_.Create(kNodes, "", node);
+  absl::StatusOr<Json> created = client_.Create(kube::kNodes, "", node);
   if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
   // Create may drop status; write it through the status subresource.
   absl::StatusOr<Json> patched =
-      client_.MergePatch(kNodes, "", name, Json{{"status", node["status"]}}, "status");
+      client_.MergePatch(kube::kNodes, "", name, Json{{"status", node["status"]}}, "status");
   return patched.status();
 }
 

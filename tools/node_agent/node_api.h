@@ -42,8 +42,6 @@ class NodeApi {
                                  const std::string& uid) = 0;
 };
 
-inline constexpr kube::ResourceType kNodes{"", "v1", "nodes", "Node", false};
-
 class KubeNodeApi final : public NodeApi {
  public:
   // Borrows `client`.

@@ -89,6 +89,12 @@ gangScheduler volcano: the operator touches them only then.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if not .Values.watchNamespace }}
+{{- /* Cluster-scoped: a namespaced install runs with --watch-nodes=auto, off. */}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end }}
 {{- if eq .Values.operator.gangScheduler "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]

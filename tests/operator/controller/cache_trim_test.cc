@@ -160,6 +160,49 @@ TEST(CacheTrimTest, TrimmedObjectsAreIndexedAsBefore) {
   }
 }
 
+// A Node as kubelet v1.20 reports it: only the Ready condition's verdict
+// stays, not its heartbeat (which changes every few seconds), images,
+// capacity or other conditions.
+TEST(CacheTrimTest, NodeKeepsItsReadyVerdictOnly) {
+  Json node{{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata",
+             {{"name", "node-b"},
+              {"uid", "node-uid"},
+              {"resourceVersion", "7"},
+              {"labels", {{"kubernetes.io/hostname", "node-b"}}},
+              {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}},
+              {"creationTimestamp", "2026-11-24T09:00:00Z"}}},
+            {"spec", {{"podCIDR", "10.244.1.0/24"}}},
+            {"status",
+             {{"capacity", {{"cpu", "8"}}},
+              {"images", Json::array({{{"names", Json::array({"kubetrain:latest"})}}})},
+              {"conditions", Json::array({{{"type", "MemoryPressure"}, {"status", "False"}},
+                                          {{"type", "Ready"},
+                                           {"status", "Unknown"},
+                                           {"reason", "NodeStatusUnknown"},
+                                           {"message", "Kubelet stopped posting node status."},
+                                           {"lastHeartbeatTime", "2026-11-24T10:00:00Z"},
+                                           {"lastTransitionTime", "2026-11-24T10:00:40Z"}}})}}}};
+  TrimCachedNode(node);
+  EXPECT_EQ(
+      node,
+      (Json{{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata",
+             {{"name", "node-b"},
+              {"uid", "node-uid"},
+              {"resourceVersion", "7"},
+              {"creationTimestamp", "2026-11-24T09:00:00Z"}}},
+            {"status",
+             {{"conditions", Json::array({{{"type", "Ready"},
+                                           {"status", "Unknown"},
+                                           {"reason", "NodeStatusUnknown"},
+                                           {"message", "Kubelet stopped posting node status."},
+                                           {"lastTransitionTime", "2026-11-24T10:00:40Z"}}})}}}}))
+      << node.dump(2);
+}
+
 TEST(CacheTrimTest, OddShapesAreLeftAlone) {
   Json not_object = Json::array({1, 2});
   TrimCachedPod(not_object);

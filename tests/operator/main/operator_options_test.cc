@@ -146,6 +146,16 @@ TEST(OperatorOptionsTest, LeaderElectForms) {
   EXPECT_FALSE(ParseOk({"--leader-elect=false", "--lease-duration=1s"}).leader_elect);
 }
 
+TEST(OperatorOptionsTest, WatchNodesAutoIsOffForANamespacedInstall) {
+  EXPECT_TRUE(ParseOk({}).watch_nodes);
+  EXPECT_FALSE(ParseOk({"--namespace=team-a"}).watch_nodes) << "no cluster-scoped RBAC there";
+  EXPECT_TRUE(ParseOk({"--namespace=team-a", "--watch-nodes=true"}).watch_nodes);
+  EXPECT_FALSE(ParseOk({"--watch-nodes=false"}).watch_nodes);
+  EXPECT_TRUE(ParseOk({"--watch-nodes=auto"}).watch_nodes);
+  EXPECT_TRUE(ToControllerOptions(ParseOk({})).watch_nodes);
+  EXPECT_FALSE(ToControllerOptions(ParseOk({"--watch-nodes=false"})).watch_nodes);
+}
+
 TEST(OperatorOptionsTest, LastValueWins) {
   // The chart's extraArgs come after the rendered flags and override them.
   EXPECT_EQ(ParseOk({"--workers=16", "--workers=4"}).workers, 4);
@@ -195,6 +205,7 @@ TEST(OperatorOptionsTest, HelpListsEveryFlagWithItsDefault) {
       {"--kube-api-burst", "=30"},
       {"--gang-scheduler", "the default"},
       {"--progress-interval", "=30s"},
+      {"--watch-nodes", "=auto"},
       {"--log-format", "=text"},
       {"--log-level", "=info"},
   };
@@ -258,6 +269,7 @@ TEST(OperatorOptionsTest, BadValues) {
       {{"--leader-election-namespace", "ops{1}"},
        "--leader-election-namespace: 'ops{1}' is not a valid namespace name (DNS-1123 label)"},
       {{"--log-format", "xml"}, "--log-format: unknown format 'xml' (want text or json)"},
+      {{"--watch-nodes", "yes"}, "--watch-nodes: must be true, false or auto, got 'yes'"},
       {{"--log-level", "loud"},
        "--log-level: unknown level 'loud' (want debug, info, warning or error)"},
       {{"--metrics-bind-address", "8080"},
