@@ -13,6 +13,10 @@
 #   scripts/local-cluster.sh logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]
 #                                             # a pod's log (what `kubectl logs` would print)
 #   scripts/local-cluster.sh start-operator [STATE_DIR]   # the operator again, after a kill
+#   scripts/local-cluster.sh add-node NAME [STATE_DIR]    # a second node (its own agent)
+#   scripts/local-cluster.sh stop-node NAME [STATE_DIR]   # that node lost: its agent and pods
+#                                             # stop, its Lease stops; the first agent marks it
+#                                             # Ready=Unknown after NODE_MONITOR_GRACE s
 #
 # STATE_DIR defaults to /tmp/kubetrain-local. Needs a build (`make build`); root gives each pod
 # a network namespace, without it the agent falls back to loopback and says so. Env: KCP_DIR
@@ -20,7 +24,10 @@
 # through), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY (16Gi), NODE_SUBNET
 # (10.244.0), NODE_BRIDGE (kt0), NODE_NETWORK (auto|netns|loopback: the agent's --network),
 # NODE_AGENT_USER (a uid: run the agent and so its pods as that user, with setpriv; as root this
-# shows the loopback fallback), PROGRESS_INTERVAL (2s).
+# shows the loopback fallback), PROGRESS_INTERVAL (2s), NODE_LEASE_SECONDS (40: the agents'
+# node Lease), NODE_MONITOR_GRACE (40: seconds without a Lease renewal before an agent marks
+# another agent's Node Ready=Unknown, as kube-controller-manager's node lifecycle controller,
+# which the control-plane tool runs without, would).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}
@@ -112,10 +119,21 @@ up)
     chown -R "$NODE_AGENT_USER:$NODE_AGENT_USER" "$S/node"
     AS_USER=(setpriv "--reuid=$NODE_AGENT_USER" "--regid=$NODE_AGENT_USER" --clear-groups --)
   fi
+  # What add-node needs to start agents like this one.
+  {
+    printf 'AGENT_KUBECONFIG=%q\n' "$AGENT_KUBECONFIG"
+    printf 'NODE_AGENT_USER=%q\n' "${NODE_AGENT_USER:-}"
+    for v in NODE_NETWORK NODE_SUBNET NODE_BRIDGE NODE_CPU NODE_MEMORY NODE_LEASE_SECONDS NODE_MONITOR_GRACE; do
+      printf '%s=%q\n' "$v" "${!v:-}"
+    done
+  } >"$S/run/node-env"
+  # Pods get .2-.127 of the /24; a node added later takes .128-.254 on the same bridge.
   "${AS_USER[@]}" "$AGENT" --kubeconfig "$AGENT_KUBECONFIG" --entrypoint "$RUNTIME" \
     --state-dir "$S/node" --network "${NODE_NETWORK:-auto}" \
     --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
-    --bridge "${NODE_BRIDGE:-kt0}" >"$S/logs/node-agent.log" 2>&1 &
+    --bridge "${NODE_BRIDGE:-kt0}" --pod-addresses 2-127 \
+    --node-lease-duration "${NODE_LEASE_SECONDS:-40}" \
+    --node-monitor-grace-period "${NODE_MONITOR_GRACE:-40}" >"$S/logs/node-agent.log" 2>&1 &
   echo $! >"$S/run/node-agent.pid"
   # The bridge is this cluster's to remove only when the agent made one (netns).
   if [ "$(id -u)" = 0 ] && [ -z "${NODE_AGENT_USER:-}" ] && [ "${NODE_NETWORK:-auto}" != loopback ]; then
@@ -143,10 +161,54 @@ start-operator)  # (used by `up`, and by tests that restart the operator mid-job
     --progress-interval "${PROGRESS_INTERVAL:-2s}" >>"$S/logs/operator.log" 2>&1 &
   echo $! >"$S/run/operator.pid"
   ;;
+add-node)  # NAME [STATE_DIR]: one more node, its own agent sharing the first one's bridge
+  name=${1:-}; S=${2:-/tmp/kubetrain-local}
+  [ -n "$name" ] || { echo "usage: $0 add-node NAME [STATE_DIR]" >&2; exit 2; }
+  [ -f "$S/run/node-env" ] || { echo "local-cluster.sh: no cluster in $S (run up first)" >&2; exit 1; }
+  [ -f "$S/run/node-agent-$name.pid" ] && kill -0 "$(cat "$S/run/node-agent-$name.pid")" 2>/dev/null && {
+    echo "local-cluster.sh: node $name is running already" >&2; exit 1; }
+  ls "$S"/run/node-agent-*.pid >/dev/null 2>&1 && ! [ -f "$S/run/node-agent-$name.pid" ] && {
+    echo "local-cluster.sh: one added node at most (the pods' /24 has room for two agents)" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  source "$S/run/node-env"
+  BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+  K=$(kubectl_bin)
+  export KUBECONFIG=$S/kcp/kubeconfig
+  AS_USER=()
+  if [ -n "${NODE_AGENT_USER:-}" ]; then
+    AS_USER=(setpriv "--reuid=$NODE_AGENT_USER" "--regid=$NODE_AGENT_USER" --clear-groups --)
+  fi
+  mkdir -p "$S/nodes/$name"
+  [ -z "${NODE_AGENT_USER:-}" ] || chown -R "$NODE_AGENT_USER:$NODE_AGENT_USER" "$S/nodes/$name"
+  echo "local-cluster.sh: starting node $name (logs: $S/logs/node-agent-$name.log)" >&2
+  "${AS_USER[@]}" "$BUILD_DIR/tools/node_agent/kubetrain-node-agent" --kubeconfig "$AGENT_KUBECONFIG" \
+    --entrypoint "$BUILD_DIR/runtime/kubetrain" --node-name "$name" \
+    --state-dir "$S/nodes/$name" --network "${NODE_NETWORK:-auto}" \
+    --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
+    --bridge "${NODE_BRIDGE:-kt0}" --netns-prefix ktb --pod-addresses 128-254 \
+    --node-lease-duration "${NODE_LEASE_SECONDS:-40}" \
+    --node-monitor-grace-period "${NODE_MONITOR_GRACE:-40}" >>"$S/logs/node-agent-$name.log" 2>&1 &
+  echo $! >"$S/run/node-agent-$name.pid"
+  for _ in $(seq 1 100); do
+    "$K" get node "$name" >/dev/null 2>&1 && break
+    kill -0 "$(cat "$S/run/node-agent-$name.pid")" 2>/dev/null || { tail -5 "$S/logs/node-agent-$name.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  "$K" wait --for=condition=Ready --timeout=30s "node/$name" >/dev/null
+  ;;
+stop-node)  # NAME [STATE_DIR]: the node is lost: its agent stops its pods and exits without a word to the API
+  name=${1:-}; S=${2:-/tmp/kubetrain-local}
+  [ -n "$name" ] || { echo "usage: $0 stop-node NAME [STATE_DIR]" >&2; exit 2; }
+  [ -f "$S/run/node-agent-$name.pid" ] || { echo "local-cluster.sh: no added node $name in $S" >&2; exit 1; }
+  stop_pid "$S/run/node-agent-$name.pid" "kubetrain-node-agent ($name)"
+  ;;
 down)
   S=${1:-/tmp/kubetrain-local}
   KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   stop_pid "$S/run/operator.pid" kubetrain-operator
+  for f in "$S"/run/node-agent-*.pid; do
+    [ -f "$f" ] && stop_pid "$f" "kubetrain-node-agent ($(basename "$f" .pid))"
+  done
   stop_pid "$S/run/node-agent.pid" kubetrain-node-agent
   stop_pid "$S/run/api-emulator.pid" kubetrain-api-emulator
   # The agent removed its pods' namespaces; the bridge goes with the cluster.
@@ -168,10 +230,12 @@ logs)
   done
   [ -n "$pod" ] || { echo "usage: $0 logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2; }
   d=$S/node/logs/$ns/$pod
+  # A pod on an added node keeps its logs in that node's state.
+  if [ ! -d "$d" ]; then for n in "$S"/nodes/*/logs/$ns/$pod; do [ -d "$n" ] && d=$n; done; fi
   [ -d "$d" ] || { echo "local-cluster.sh: no logs for $ns/$pod in $S" >&2; exit 1; }
   if [ -z "$container" ]; then container=$(ls "$d" | sed -n 1p); container=${container%.log}; fi
   cat "$d/$container.log"
   ;;
 *)
-  echo "usage: $0 up [--api auto|real|emulator] [STATE_DIR] | down [STATE_DIR] | logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]" >&2; exit 2 ;;
+  echo "usage: $0 up [--api auto|real|emulator] [STATE_DIR] | down [STATE_DIR] | logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR] | add-node NAME [STATE_DIR] | stop-node NAME [STATE_DIR] | start-operator [STATE_DIR]" >&2; exit 2 ;;
 esac

@@ -25,6 +25,10 @@ struct FailedReplica {
   api::ReplicaType type = api::ReplicaType::kWorker;
   int index = 0;
   std::string pod_name;
+  std::string pod_uid;
+  // The pod is already being deleted (by the control plane: a preemption,
+  // an eviction): nothing to delete, only to record and recreate.
+  bool deleting = false;
   api::ReplicaExit exit;
   std::string detail;  // appended to exit.Describe(), e.g. " (OOMKilled)"
   api::RestartPolicy policy = api::RestartPolicy::kNever;

@@ -111,6 +111,8 @@ const kube::Json* DisruptionTarget(const kube::Json& pod) {
 
 }  // namespace
 
+bool HasDisruptionTarget(const kube::Json& pod) { return DisruptionTarget(pod) != nullptr; }
+
 PodFailure ClassifyFailedPod(const kube::Json& pod) {
   using api::FailureReason;
   PodFailure f;

@@ -55,6 +55,10 @@ struct PodFailure {
 // "kubetrain: error:" line: ConfigError), else Error.
 PodFailure ClassifyFailedPod(const kube::Json& pod);
 
+// The pod's DisruptionTarget condition is True: the control plane is
+// removing it (preemption, eviction, a lost node's taint manager).
+bool HasDisruptionTarget(const kube::Json& pod);
+
 // A pod whose container waits for what will not come by itself (an image
 // it cannot pull: ImagePullBackOff, ErrImagePull, InvalidImageName; a
 // missing Secret or ConfigMap: CreateContainerConfigError); nullopt

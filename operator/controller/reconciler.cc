@@ -383,12 +383,29 @@ struct Reconciler::Pass {
     std::vector<ObjectPtr> failed_pods;
     std::vector<bool> force;  // of failed_pods: a lost node's pod
     const std::optional<absl::Duration> node_lost_timeout = NodeLostTimeout();
+    // The uid of the pod lastFailure names (a deleting pod is decided once).
+    const std::string last_uid = kube::StringAt(status, {"lastFailure", "podUID"});
     for (const auto& [k, pod] : pods) {
-      if (kube::IsBeingDeleted(*pod)) continue;
       FailedReplica f;
       std::tie(f.type, f.index) = k;
       f.pod_name = kube::Name(*pod);
+      f.pod_uid = kube::Uid(*pod);
       f.policy = job.Find(f.type)->Restart();
+      if (kube::IsBeingDeleted(*pod)) {
+        // Deleted by the control plane for a disruption (the scheduler's
+        // preemption, an eviction, the taint manager), said by its
+        // DisruptionTarget condition: decided once (lastFailure keeps the
+        // pod's uid), and recreated once it is gone.
+        const PodFailure p = ClassifyFailedPod(*pod);
+        if (!api::IsDisruption(p.reason) || !HasDisruptionTarget(*pod)) continue;
+        if (last_uid == f.pod_uid) continue;
+        SetFailureFields(f, p);
+        f.deleting = true;
+        failed.push_back(std::move(f));
+        failed_pods.push_back(pod);
+        force.push_back(false);
+        continue;
+      }
       if (node_lost_timeout) {
         const std::string node_name = kube::StringAt(*pod, {"spec", "nodeName"});
         const ObjectPtr node = node_name.empty() ? nullptr : d.nodes->Get(node_name);
@@ -433,7 +450,7 @@ struct Reconciler::Pass {
                          ": recreating; a disruption, not counted toward "
                          "backoffLimit (",
                          count, " of maxDisruptions ", MaxDisruptions(job.spec.run_policy), ")"));
-      PlanDeletePod(failed_pods[i], " (disruption)", force[i]);
+      if (!f.deleting) PlanDeletePod(failed_pods[i], " (disruption)", force[i]);
       NoteRestart(f);
     }
     for (size_t i : decision.restart) {
@@ -450,7 +467,7 @@ struct Reconciler::Pass {
       Event(kEventWarning, "Restarting",
             absl::StrCat(DescribeFailure(f), ": restarting (policy ",
                          api::RestartPolicyName(f.policy), ")"));
-      PlanDeletePod(failed_pods[i], " (restart)", force[i]);
+      if (!f.deleting) PlanDeletePod(failed_pods[i], " (restart)", force[i]);
       NoteRestart(f);
     }
     if (decision.fail.has_value()) {
@@ -602,13 +619,16 @@ struct Reconciler::Pass {
   bool RecordLastFailure(const FailedReplica& f) {
     kube::Json& last = status["lastFailure"];
     if (last.is_object() && kube::StringAt(last, {"pod"}) == f.pod_name &&
-        kube::StringAt(last, {"reason"}) == api::FailureReasonName(f.reason)) {
+        kube::StringAt(last, {"reason"}) == api::FailureReasonName(f.reason) &&
+        (f.pod_uid.empty() || kube::StringAt(last, {"podUID"}).empty() ||
+         kube::StringAt(last, {"podUID"}) == f.pod_uid)) {
       return false;
     }
     last = kube::Json::object();
     last["replicaType"] = api::ReplicaTypeName(f.type);
     last["replicaIndex"] = f.index;
     last["pod"] = f.pod_name;
+    if (!f.pod_uid.empty()) last["podUID"] = f.pod_uid;
     last["node"] = f.node;
     last["exitCode"] = f.exit.EffectiveCode();
     last["reason"] = api::FailureReasonName(f.reason);

@@ -18,6 +18,38 @@ absl::Status KubeNodeApi::RegisterNode(const Json& node) {
   return patched.status();
 }
 
+absl::Status KubeNodeApi::RenewLease(const Json& lease) {
+  const std::string ns = kube::Namespace(lease), name = kube::Name(lease);
+  absl::StatusOr<Json> patched =
+      client_.MergePatch(kube::kLeases, ns, name, Json{{"spec", lease["spec"]}});
+  if (patched.ok() || !absl::IsNotFound(patched.status())) return patched.status();
+  absl::StatusOr<Json> created = client_.Create(kube::kLeases, ns, lease);
+  if (absl::IsAlreadyExists(created.status())) return absl::OkStatus();  // a race: next time
+  return created.status();
+}
+
+absl::StatusOr<Json> KubeNodeApi::GetNode(const std::string& name) {
+  return client_.Get(kube::kNodes, "", name);
+}
+
+absl::StatusOr<std::vector<Json>> KubeNodeApi::ListNodes(const std::string& label_selector) {
+  kube::ListOptions options;
+  options.label_selector = label_selector;
+  absl::StatusOr<kube::ObjectList> list = client_.ListAll(kube::kNodes, "", options);
+  if (!list.ok()) return list.status();
+  return std::move(list->items);
+}
+
+absl::StatusOr<std::vector<Json>> KubeNodeApi::ListNodeLeases() {
+  absl::StatusOr<kube::ObjectList> list = client_.ListAll(kube::kLeases, kNodeLeaseNamespace);
+  if (!list.ok()) return list.status();
+  return std::move(list->items);
+}
+
+absl::Status KubeNodeApi::PatchNodeStatus(const std::string& name, const Json& status) {
+  return client_.MergePatch(kube::kNodes, "", name, Json{{"status", status}}, "status").status();
+}
+
 absl::StatusOr<std::vector<Json>> KubeNodeApi::ListPods() {
   absl::StatusOr<kube::ObjectList> list = client_.ListAll(kube::kPods, "");
   if (!list.ok()) return list.status();

@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "kubetrain/clock.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"
@@ -25,6 +27,7 @@
 #include "tools/node_agent/network_mode.h"
 #include "tools/node_agent/node_agent.h"
 #include "tools/node_agent/node_api.h"
+#include "tools/node_agent/node_monitor.h"
 #include "tools/node_agent/port_allocator.h"
 #include "tools/node_agent/process_launcher.h"
 #include "tools/node_agent/quantity.h"
@@ -47,6 +50,10 @@ struct Options {
   std::string subnet = "10.244.0";
   std::string network = "auto";
   double sync_seconds = 0.25;
+  double node_lease_seconds = 40;
+  double node_monitor_grace_seconds = 0;
+  std::string netns_prefix = "kt";
+  std::string pod_addresses = "2-254";
   double shutdown_grace_seconds = 10;
 };
 
@@ -82,6 +89,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "netns", "loopback"}));
   app.add_option("--sync-interval", o.sync_seconds, "seconds between passes")
       ->capture_default_str();
+  app.add_option("--node-lease-duration", o.node_lease_seconds,
+                 "the node's Lease duration in seconds (kube-node-lease), renewed every quarter "
+                 "of it: the heartbeat the node lifecycle controller reads")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--node-monitor-grace-period", o.node_monitor_grace_seconds,
+                 "seconds without a Lease renewal after which this agent marks another agent's "
+                 "Node Ready=Unknown, as kube-controller-manager's node lifecycle controller "
+                 "does (0: off, leave it to the control plane)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--netns-prefix", o.netns_prefix,
+                 "names of this agent's network namespaces and links start with this (at most 4 "
+                 "characters; distinct for each agent on one machine)")
+      ->capture_default_str();
+  app.add_option("--pod-addresses", o.pod_addresses,
+                 "last octets this agent gives its pods in the /24, LO-HI (agents sharing a "
+                 "bridge and subnet take disjoint ranges)")
+      ->capture_default_str();
   app.add_option("--shutdown-grace", o.shutdown_grace_seconds,
                  "seconds between SIGTERM and SIGKILL for the pods on shutdown")
       ->capture_default_str();
@@ -103,6 +129,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.capacity = {*cpu, *memory, o.pods};
+  options.node_lease_duration = absl::Seconds(o.node_lease_seconds);
+  int first_octet = 0, last_octet = 0;
+  {
+    std::pair<std::string, std::string> range = absl::StrSplit(o.pod_addresses, '-');
+    if (!absl::SimpleAtoi(range.first, &first_octet) ||
+        !absl::SimpleAtoi(range.second, &last_octet) || first_octet < 2 || last_octet > 254 ||
+        first_octet > last_octet) {
+      std::cerr << "kubetrain-node-agent: --pod-addresses: want LO-HI within 2-254, got '"
+                << o.pod_addresses << "'\n";
+      return 2;
+    }
+  }
+  if (o.netns_prefix.empty() || o.netns_prefix.size() > 4) {
+    std::cerr << "kubetrain-node-agent: --netns-prefix: 1 to 4 characters, got '" << o.netns_prefix
+              << "'\n";
+    return 2;
+  }
 
   // Signals go to sigtimedwait below, which is also the loop's sleep.
   sigset_t signals;
@@ -146,6 +189,9 @@ int main(int argc, char** argv) {
     na::NetnsOptions net_options;
     net_options.bridge = o.bridge;
     net_options.subnet_prefix = o.subnet;
+    net_options.name_prefix = o.netns_prefix;
+    net_options.first_octet = first_octet;
+    net_options.last_octet = last_octet;
     network = std::make_unique<na::NetnsNetwork>(runner, net_options);
   }
   if (absl::Status s = network->Init(); !s.ok()) {
@@ -165,7 +211,28 @@ int main(int argc, char** argv) {
                                  network->Describe(), "; logs in ", o.state_dir, "/logs"));
   const absl::Duration interval = absl::Seconds(o.sync_seconds);
   std::string last_error;
+  std::unique_ptr<na::NodeMonitor> monitor;
+  if (o.node_monitor_grace_seconds > 0) {
+    monitor = std::make_unique<na::NodeMonitor>(api, logger, o.node_name,
+                                                absl::Seconds(o.node_monitor_grace_seconds),
+                                                [] { return absl::Now(); });
+  }
+  std::string last_heartbeat_error, last_monitor_error;
   for (;;) {
+    absl::Status beat = agent.Heartbeat();
+    const std::string beat_error = beat.ok() ? "" : std::string(beat.message());
+    if (beat_error != last_heartbeat_error && !beat_error.empty()) {
+      logger.Warning(kLog, absl::StrCat("node lease: ", beat_error));
+    }
+    last_heartbeat_error = beat_error;
+    if (monitor != nullptr) {
+      absl::Status m = monitor->Check();
+      const std::string monitor_error = m.ok() ? "" : std::string(m.message());
+      if (monitor_error != last_monitor_error && !monitor_error.empty()) {
+        logger.Warning(kLog, absl::StrCat("node monitor: ", monitor_error));
+      }
+      last_monitor_error = monitor_error;
+    }
     absl::Status s = agent.SyncOnce();
     const std::string error = s.ok() ? "" : std::string(s.message());
     if (error != last_error && !error.empty()) logger.Warning(kLog, absl::StrCat("pass: ", error));

@@ -74,15 +74,16 @@ absl::Status NetnsNetwork::Init() {
 absl::StatusOr<PodAttachment> NetnsNetwork::Attach(const std::string& pod_key,
                                                    const std::string& uid) {
   int octet = 0;
-  for (int i = 2; i <= 254; ++i) {
+  for (int i = options_.first_octet; i <= options_.last_octet; ++i) {
     if (!used_.count(i)) {
       octet = i;
       break;
     }
   }
   if (octet == 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no free address in ", options_.subnet_prefix, ".0/24 for ", pod_key));
+    return absl::ResourceExhaustedError(absl::StrCat("no free address in ", options_.subnet_prefix,
+                                                     ".", options_.first_octet, "-",
+                                                     options_.last_octet, " for ", pod_key));
   }
   std::string id = absl::StrReplaceAll(uid, {{"-", ""}}).substr(0, 8);
   if (id.empty()) id = absl::StrCat(octet);

@@ -24,6 +24,10 @@ struct NetnsOptions {
   // Names of namespaces and links start with this (at most 4 characters:
   // link names are at most 15).
   std::string name_prefix = "kt";
+  // The last octets pods get (agents sharing the bridge and subnet take
+  // disjoint ranges).
+  int first_octet = 2;
+  int last_octet = 254;
   std::string hosts_root = "/etc/netns";     // <hosts_root>/<ns>/hosts
   std::string netns_run_dir = "/run/netns";  // where `ip netns` keeps names
 };

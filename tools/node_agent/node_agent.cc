@@ -141,6 +141,25 @@ absl::Status NodeAgent::Register() {
   return api_.RegisterNode(node);
 }
 
+absl::Status NodeAgent::Heartbeat() {
+  const int64_t now = clock_.NowNanos();
+  if (lease_renewed_at_ &&
+      now - *lease_renewed_at_ < absl::ToInt64Nanoseconds(options_.node_lease_duration / 4)) {
+    return absl::OkStatus();
+  }
+  const Json lease{
+      {"apiVersion", "coordination.k8s.io/v1"},
+      {"kind", "Lease"},
+      {"metadata", {{"name", options_.node_name}, {"namespace", kNodeLeaseNamespace}}},
+      {"spec",
+       {{"holderIdentity", options_.node_name},
+        {"leaseDurationSeconds", absl::ToInt64Seconds(options_.node_lease_duration)},
+        {"renewTime", kube::FormatMicroTime(absl::ToUnixMicros(options_.wall_now()))}}}};
+  absl::Status s = api_.RenewLease(lease);
+  if (s.ok()) lease_renewed_at_ = now;
+  return s;
+}
+
 void NodeAgent::Schedule(std::vector<Json>& pods, absl::Status& first_error) {
   std::vector<Json*> pending;
   for (Json& pod : pods) {
@@ -153,6 +172,8 @@ void NodeAgent::Schedule(std::vector<Json>& pods, absl::Status& first_error) {
   Resources used = UsedOnNode(pods, options_.node_name);
   for (Json* pod : pending) {
     const std::string ns = kube::Namespace(*pod), name = kube::Name(*pod), uid = kube::Uid(*pod);
+    // Not for this node (its selector, taints, cordon): another may take it.
+    if (!PlacementFailure(*pod, node_).empty()) continue;
     absl::StatusOr<Resources> request = PodRequests(*pod);
     std::string why = request.ok() ? FitFailure(options_.capacity, used, *request)
                                    : std::string(request.status().message());
@@ -493,6 +514,17 @@ absl::Status NodeAgent::SyncOnce() {
     for (const Json& svc : *services) service_names_.emplace(kube::Namespace(svc), kube::Name(svc));
   }
 
+  // This node's labels, taints and cordon, read at most once a second.
+  const int64_t read_at = clock_.NowNanos();
+  if (!node_read_at_ || read_at - *node_read_at_ >= absl::ToInt64Nanoseconds(absl::Seconds(1))) {
+    absl::StatusOr<Json> node = api_.GetNode(options_.node_name);
+    if (node.ok()) {
+      node_ = *std::move(node);
+      node_read_at_ = read_at;
+    } else if (first_error.ok() && !absl::IsNotFound(node.status())) {
+      first_error = node.status();
+    }
+  }
   Schedule(pods, first_error);
 
   std::map<std::string, const Json*> mine;  // uid -> pod bound here

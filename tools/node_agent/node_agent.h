@@ -2,8 +2,10 @@
 //
 // Each SyncOnce() pass is level-triggered: it lists pods and Services, then
 //  1. schedules: binds each pending pod without spec.nodeName to this node
-//     when its requests fit next to the pods already there (else marks it
-//     PodScheduled=False, Unschedulable, saying what is short);
+//     when its nodeSelector, this node's taints and cordon allow it
+//     (pod_fit.h; else leaves it to another node) and its requests fit next
+//     to the pods already there (else marks it PodScheduled=False,
+//     Unschedulable, saying what is short);
 //  2. starts each bound pod it does not run yet: attaches its network (a
 //     namespace and address, PodNetwork), computes each container's
 //     environment (values, Secret/ConfigMap keys, fieldRefs, $(VAR)) and
@@ -66,6 +68,9 @@ struct NodeAgentOptions {
                            {"GRPC_DNS_RESOLVER", "native"}};
   absl::Duration restart_backoff = absl::Seconds(1);  // doubles per restart
   absl::Duration max_restart_backoff = absl::Seconds(10);
+  // The node's Lease (kube-node-lease/<node_name>): its leaseDurationSeconds,
+  // renewed every quarter of it, as the kubelet does (40 s, every 10 s).
+  absl::Duration node_lease_duration = absl::Seconds(40);
   // Wall time for status timestamps.
   std::function<absl::Time()> wall_now = [] { return absl::Now(); };
 };
@@ -80,6 +85,10 @@ class NodeAgent {
 
   // Creates or refreshes the Node object (capacity, Ready, address).
   absl::Status Register();
+  // Renews the node's Lease when a quarter of its duration has passed since
+  // the last renewal (at once the first time). The node lifecycle
+  // controller marks the Node's Ready Unknown once renewals stop.
+  absl::Status Heartbeat();
   // One pass (see above). Returns the first API error; the pass still does
   // what it can without the failed call.
   absl::Status SyncOnce();
@@ -156,6 +165,11 @@ class NodeAgent {
   std::set<std::pair<std::string, std::string>> service_names_;  // as last listed
   // Killed groups of pods that vanished from the API, reaped by later passes.
   std::vector<int> orphans_;
+  std::optional<int64_t> lease_renewed_at_;  // clock nanos of the last renewal
+  // This node as last read (labels, taints, cordon), for placement; and
+  // when it was read (clock nanos).
+  nlohmann::json node_ = nlohmann::json::object();
+  std::optional<int64_t> node_read_at_;
 };
 
 }  // namespace kubetrain::node_agent

@@ -14,11 +14,26 @@
 
 namespace kubetrain::node_agent {
 
+// Where nodes' heartbeat Leases live (as the kubelet's).
+inline constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
+
 class NodeApi {
  public:
   virtual ~NodeApi() = default;
   // Creates the Node, or replaces the status of the one that exists.
   virtual absl::Status RegisterNode(const nlohmann::json& node) = 0;
+  // Creates the node's Lease (coordination.k8s.io/v1, in kube-node-lease),
+  // or merges `lease`'s spec into the one that exists: the heartbeat the
+  // node lifecycle controller reads.
+  virtual absl::Status RenewLease(const nlohmann::json& lease) = 0;
+  // The Node named `name` (its labels, taints, cordon).
+  virtual absl::StatusOr<nlohmann::json> GetNode(const std::string& name) = 0;
+  // Nodes matching `label_selector`, and every Lease in kube-node-lease.
+  virtual absl::StatusOr<std::vector<nlohmann::json>> ListNodes(
+      const std::string& label_selector) = 0;
+  virtual absl::StatusOr<std::vector<nlohmann::json>> ListNodeLeases() = 0;
+  // Merge-patches the Node's status subresource.
+  virtual absl::Status PatchNodeStatus(const std::string& name, const nlohmann::json& status) = 0;
   // Every pod in every namespace.
   virtual absl::StatusOr<std::vector<nlohmann::json>> ListPods() = 0;
   // Every Service in every namespace.
@@ -47,6 +62,11 @@ class KubeNodeApi final : public NodeApi {
   // Borrows `client`.
   explicit KubeNodeApi(kube::KubeClient& client) : client_(client) {}
   absl::Status RegisterNode(const nlohmann::json& node) override;
+  absl::Status RenewLease(const nlohmann::json& lease) override;
+  absl::StatusOr<nlohmann::json> GetNode(const std::string& name) override;
+  absl::StatusOr<std::vector<nlohmann::json>> ListNodes(const std::string& label_selector) override;
+  absl::StatusOr<std::vector<nlohmann::json>> ListNodeLeases() override;
+  absl::Status PatchNodeStatus(const std::string& name, const nlohmann::json& status) override;
   absl::StatusOr<std::vector<nlohmann::json>> ListPods() override;
   absl::StatusOr<std::vector<nlohmann::json>> ListServices() override;
   absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,

@@ -107,4 +107,70 @@ Resources UsedOnNode(const std::vector<Json>& pods, const std::string& node_name
   return used;
 }
 
+namespace {
+
+// A toleration matches a taint (the scheduler's ToleratesTaint): the same
+// key (or an empty key with Exists: every taint), Exists or an equal value
+// (Equal is the default operator), and the same effect (or none: every
+// effect).
+bool Tolerates(const nlohmann::json& toleration, const nlohmann::json& taint) {
+  if (!toleration.is_object()) return false;
+  const std::string key = toleration.value("key", "");
+  const std::string op = toleration.value("operator", "Equal");
+  const std::string effect = toleration.value("effect", "");
+  if (!effect.empty() && effect != taint.value("effect", "")) return false;
+  if (key.empty()) return op == "Exists";
+  if (key != taint.value("key", "")) return false;
+  if (op == "Exists") return true;
+  return toleration.value("value", "") == taint.value("value", "");
+}
+
+const nlohmann::json& Field(const nlohmann::json& obj, const char* a, const char* b) {
+  static const nlohmann::json kNull;
+  if (!obj.is_object() || !obj.contains(a) || !obj[a].is_object() || !obj[a].contains(b)) {
+    return kNull;
+  }
+  return obj[a][b];
+}
+
+}  // namespace
+
+std::string PlacementFailure(const nlohmann::json& pod, const nlohmann::json& node) {
+  const nlohmann::json& selector = Field(pod, "spec", "nodeSelector");
+  const nlohmann::json& labels = Field(node, "metadata", "labels");
+  if (selector.is_object()) {
+    for (const auto& [k, v] : selector.items()) {
+      if (!labels.is_object() || !labels.contains(k) || labels[k] != v) {
+        return "node(s) didn't match Pod's node affinity/selector";
+      }
+    }
+  }
+  const nlohmann::json& unschedulable = Field(node, "spec", "unschedulable");
+  const nlohmann::json& tolerations = Field(pod, "spec", "tolerations");
+  auto tolerated = [&](const nlohmann::json& taint) {
+    if (!tolerations.is_array()) return false;
+    for (const nlohmann::json& t : tolerations) {
+      if (Tolerates(t, taint)) return true;
+    }
+    return false;
+  };
+  if (unschedulable.is_boolean() && unschedulable.get<bool>() &&
+      !tolerated(
+          nlohmann::json{{"key", "node.kubernetes.io/unschedulable"}, {"effect", "NoSchedule"}})) {
+    return "node(s) were unschedulable";
+  }
+  const nlohmann::json& taints = Field(node, "spec", "taints");
+  if (taints.is_array()) {
+    for (const nlohmann::json& taint : taints) {
+      if (!taint.is_object()) continue;
+      const std::string effect = taint.value("effect", "");
+      if (effect != "NoSchedule" && effect != "NoExecute") continue;
+      if (tolerated(taint)) continue;
+      return "node(s) had untolerated taint {" + taint.value("key", "") + ": " +
+             taint.value("value", "") + "}";
+    }
+  }
+  return "";
+}
+
 }  // namespace kubetrain::node_agent

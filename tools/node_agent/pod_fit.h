@@ -35,6 +35,14 @@ bool IsTerminal(const nlohmann::json& pod);
 // pods").
 std::string FitFailure(const Resources& capacity, const Resources& used, const Resources& request);
 
+// "" when `pod` may go to `node` by its labels and spec: the pod's
+// nodeSelector matches the node's labels, the node is not cordoned
+// (spec.unschedulable), and the pod tolerates each of its NoSchedule and
+// NoExecute taints; else why not, as the scheduler says it ("node(s) didn't
+// match Pod's node affinity/selector", "node(s) were unschedulable",
+// "node(s) had untolerated taint {e2e: lost}").
+std::string PlacementFailure(const nlohmann::json& pod, const nlohmann::json& node);
+
 // The sum of the requests of `pods` bound to `node_name` that are not
 // terminal. Pods with malformed requests count as requesting nothing.
 Resources UsedOnNode(const std::vector<nlohmann::json>& pods, const std::string& node_name);

@@ -6,7 +6,8 @@
 // force-deleted and recreated, a NodeLost disruption not counted toward
 // backoffLimit; a pod left Terminating past its grace period (no kubelet
 // to confirm) is force-deleted too; a replica whose Node is gone is lost at
-// once.
+// once; a pod the control plane deletes for a disruption (DisruptionTarget)
+// is named once while it terminates.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -156,6 +157,44 @@ TEST_F(NodeLostControllerTest, APodStuckTerminatingIsForceDeleted) {
   const Json status = Status("st");
   EXPECT_EQ(status.value("restartCount", 0), 0);
   EXPECT_FALSE(IsFinished(status));
+}
+
+// The control plane's own deletion for a disruption: kube-scheduler's
+// preemption sets DisruptionTarget and deletes the victim with its grace
+// period. While it terminates the operator names it once (Preempted, a
+// disruption), and recreates the replica when the kubelet has finished.
+TEST_F(NodeLostControllerTest, APreemptedPodBeingDeletedIsNamedOnceAndRecreated) {
+  const std::string a = MakeNode("a"), b = MakeNode("b");
+  StartJob("pre", {a, b});
+  const std::string w1 = kube::Uid(Pods("pre")["pre-worker-1"]);
+  PatchPodStatus("pre-worker-1",
+                 Json{{"conditions", Json::array({{{"type", "DisruptionTarget"},
+                                                   {"status", "True"},
+                                                   {"reason", "PreemptionByScheduler"},
+                                                   {"message",
+                                                    "kube-scheduler: preempting to accommodate a "
+                                                    "higher priority pod"}}})}});
+  kube::DeleteOptions graceful;
+  graceful.grace_period_seconds = 30;
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "pre-worker-1", graceful).ok());
+  ASSERT_TRUE(WaitFor([&] { return Status("pre").value("disruptionCount", 0) == 1; }));
+  Json status = Status("pre");
+  EXPECT_EQ(status["lastFailure"]["reason"], "Preempted");
+  EXPECT_EQ(status["lastFailure"]["podUID"], w1);
+  EXPECT_THAT(status["lastFailure"]["message"].get<std::string>(), HasSubstr("preempting"));
+  EXPECT_EQ(status.value("restartCount", 0), 0);
+  EXPECT_TRUE(WaitForEvent("pre", "Preempted"));
+  // Later passes while it terminates do not count it again.
+  SetPodRunning("pre-worker-0");
+  ASSERT_TRUE(WaitFor([&] { return plans_.Idle(); }));
+  EXPECT_EQ(Status("pre").value("disruptionCount", 0), 1);
+  // The kubelet finishes; the replica comes back.
+  kube::DeleteOptions now;
+  now.grace_period_seconds = 0;
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "pre-worker-1", now).ok());
+  ASSERT_TRUE(Recreated("pre", "pre-worker-1", w1));
+  EXPECT_EQ(Status("pre").value("disruptionCount", 0), 1);
+  EXPECT_EQ(Status("pre").value("restartCount", 0), 0);
 }
 
 }  // namespace

@@ -119,5 +119,28 @@ TEST_F(NetnsNetworkTest, InitRemovesNamespacesAPreviousAgentLeft) {
   EXPECT_THAT(runner_.commands, ::testing::Not(Contains("ip netns del other")));
 }
 
+// Two agents on one machine share the bridge and the /24: each takes its
+// own address range and namespace prefix, and leaves the other's alone.
+TEST_F(NetnsNetworkTest, TwoAgentsShareTheBridgeWithoutTouchingEachOther) {
+  std::filesystem::create_directories(dir_.File("run-netns"));
+  std::ofstream(dir_.File("run-netns/kt-ofagent1")).put('x');
+  NetnsOptions second = Options();
+  second.name_prefix = "ktb";
+  second.first_octet = 128;
+  second.last_octet = 129;
+  NetnsNetwork net(runner_, second);
+  ASSERT_TRUE(net.Init().ok());
+  EXPECT_THAT(runner_.commands, ::testing::Not(Contains("ip netns del kt-ofagent1")));
+  absl::StatusOr<PodAttachment> a = net.Attach("ns/a", "aaaaaaaa");
+  absl::StatusOr<PodAttachment> b = net.Attach("ns/b", "bbbbbbbb");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ip, "10.9.8.128");
+  EXPECT_EQ(b->ip, "10.9.8.129");
+  EXPECT_EQ(a->netns, "ktb-aaaaaaaa");
+  absl::StatusOr<PodAttachment> c = net.Attach("ns/c", "cccccccc");
+  EXPECT_TRUE(absl::IsResourceExhausted(c.status())) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("10.9.8.128-129"));
+}
+
 }  // namespace
 }  // namespace kubetrain::node_agent

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object.h"
 #include "tests/support/temp_files.h"
+#include "tests/tools/node_agent/fake_node_api.h"
 #include "tests/tools/node_agent/fake_port_allocator.h"
 #include "tools/node_agent/loopback_network.h"
 
@@ -19,63 +20,6 @@ namespace {
 using Json = nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// The API: pods and services in memory, calls recorded.
-class FakeApi final : public NodeApi {
- public:
-  absl::Status RegisterNode(const Json& node) override {
-    this->node = node;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<Json>> ListPods() override {
-    std::vector<Json> out;
-    for (const auto& [key, pod] : pods) out.push_back(pod);
-    return out;
-  }
-  absl::StatusOr<std::vector<Json>> ListServices() override { return services; }
-  absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,
-                                      const std::string& name, const std::string& key) override {
-    auto it = keys.find(absl::StrCat(kind, "/", ns, "/", name, "/", key));
-    if (it == keys.end()) return absl::NotFoundError("not found");
-    return it->second;
-  }
-  absl::Status Bind(const std::string& ns, const std::string& name, const std::string&,
-                    const std::string& node_name) override {
-    pods[ns + "/" + name]["spec"]["nodeName"] = node_name;
-    bindings.push_back(ns + "/" + name);
-    return absl::OkStatus();
-  }
-  absl::Status PatchPodStatus(const std::string& ns, const std::string& name,
-                              const Json& status) override {
-    Json& pod = pods[ns + "/" + name];
-    for (const auto& [k, v] : status.items()) pod["status"][k] = v;
-    ++status_patches;
-    return absl::OkStatus();
-  }
-  absl::Status PatchPodAnnotations(const std::string& ns, const std::string& name,
-                                   const Json& annotations) override {
-    Json& pod = pods[ns + "/" + name];
-    for (const auto& [k, v] : annotations.items()) pod["metadata"]["annotations"][k] = v;
-    ++annotation_patches;
-    return absl::OkStatus();
-  }
-  absl::Status DeletePod(const std::string& ns, const std::string& name,
-                         const std::string&) override {
-    pods.erase(ns + "/" + name);
-    deleted.push_back(ns + "/" + name);
-    return absl::OkStatus();
-  }
-
-  Json Pod(const std::string& key) { return pods.at(key); }
-
-  Json node;
-  std::map<std::string, Json> pods;
-  std::vector<Json> services;
-  std::map<std::string, std::string> keys;
-  std::vector<std::string> bindings, deleted;
-  int status_patches = 0;
-  int annotation_patches = 0;
-};
 
 class FakeNetwork final : public PodNetwork {
  public:
@@ -204,6 +148,26 @@ TEST_F(NodeAgentTest, RegistersANodeWithItsCapacity) {
   EXPECT_EQ(api_.node["status"]["conditions"][0]["status"], "True");
 }
 
+// The kubelet's heartbeat: the node's Lease in kube-node-lease, renewed
+// every quarter of its duration (10 s of 40 s), not on every pass.
+TEST_F(NodeAgentTest, RenewsItsNodeLeaseEveryQuarterOfItsDuration) {
+  ASSERT_TRUE(agent_->Heartbeat().ok());
+  ASSERT_EQ(api_.leases.size(), 1u);
+  const Json& lease = api_.leases[0];
+  EXPECT_EQ(lease["apiVersion"], "coordination.k8s.io/v1");
+  EXPECT_EQ(kube::Namespace(lease), "kube-node-lease");
+  EXPECT_EQ(kube::Name(lease), "n1");
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "n1");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 40);
+  EXPECT_EQ(lease["spec"]["renewTime"], "2023-11-14T22:13:20.000000Z");
+  clock_.AdvanceSeconds(9.9);
+  ASSERT_TRUE(agent_->Heartbeat().ok());
+  EXPECT_EQ(api_.leases.size(), 1u) << "not before 10 s";
+  clock_.AdvanceSeconds(0.2);
+  ASSERT_TRUE(agent_->Heartbeat().ok());
+  EXPECT_EQ(api_.leases.size(), 2u);
+}
+
 TEST_F(NodeAgentTest, BindsWhatFitsAndMarksTheRestUnschedulable) {
   Add(MakePod("a", "Never", "1500m"));
   Add(MakePod("b", "Never", "1"));  // 1.5 + 1 > 2 cpus
@@ -218,6 +182,29 @@ TEST_F(NodeAgentTest, BindsWhatFitsAndMarksTheRestUnschedulable) {
   EXPECT_EQ(Phase("a"), "Succeeded");
   Sync();
   EXPECT_THAT(api_.bindings, ElementsAre("team/a", "team/b"));
+}
+
+// A taint the pod does not tolerate keeps it off this node (another may
+// take it: it is not marked Unschedulable); once the taint is gone (read
+// again within a second) it is bound.
+TEST_F(NodeAgentTest, ATaintedNodeTakesOnlyPodsThatTolerateIt) {
+  ASSERT_TRUE(agent_->Register().ok());
+  api_.node["spec"]["taints"] =
+      Json::array({{{"key", "e2e"}, {"value", "x"}, {"effect", "NoSchedule"}}});
+  Json tolerant = MakePod("t", "Never", "100m");
+  tolerant["spec"]["tolerations"] = Json::array({{{"key", "e2e"}, {"operator", "Exists"}}});
+  Add(tolerant);
+  Add(MakePod("w", "Never", "100m"));
+  Sync();
+  EXPECT_THAT(api_.bindings, ElementsAre("team/t"));
+  EXPECT_FALSE(api_.Pod("team/w")["status"].contains("conditions"));
+  api_.node["spec"].erase("taints");
+  clock_.AdvanceSeconds(0.5);
+  Sync();
+  EXPECT_THAT(api_.bindings, ElementsAre("team/t")) << "the node is read at most once a second";
+  clock_.AdvanceSeconds(0.6);
+  Sync();
+  EXPECT_THAT(api_.bindings, ElementsAre("team/t", "team/w"));
 }
 
 TEST_F(NodeAgentTest, RunsTheContainerInItsNetworkWithItsEnvironment) {

@@ -69,5 +69,36 @@ TEST(PodFitTest, FitFailureSaysWhatIsShort) {
   EXPECT_NE(FitFailure(capacity, {0, 0, 2}, {0, 0, 1}).find("Too many pods"), std::string::npos);
 }
 
+// Placement as kube-scheduler's NodeAffinity (nodeSelector),
+// NodeUnschedulable and TaintToleration filters decide it.
+TEST(PodFitTest, PlacementFollowsSelectorCordonAndTaints) {
+  Json node{{"metadata", {{"name", "a"}, {"labels", {{"kubernetes.io/hostname", "a"}}}}},
+            {"spec", Json::object()}};
+  Json pod{{"spec", Json::object()}};
+  EXPECT_EQ(PlacementFailure(pod, node), "");
+  pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "b"}};
+  EXPECT_EQ(PlacementFailure(pod, node), "node(s) didn't match Pod's node affinity/selector");
+  pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "a"}};
+  EXPECT_EQ(PlacementFailure(pod, node), "");
+
+  node["spec"]["taints"] =
+      Json::array({{{"key", "e2e"}, {"value", "lost"}, {"effect", "NoSchedule"}},
+                   {{"key", "soft"}, {"effect", "PreferNoSchedule"}}});
+  EXPECT_EQ(PlacementFailure(pod, node), "node(s) had untolerated taint {e2e: lost}");
+  pod["spec"]["tolerations"] = Json::array({{{"key", "e2e"}, {"value", "other"}}});
+  EXPECT_NE(PlacementFailure(pod, node), "") << "Equal needs the same value";
+  pod["spec"]["tolerations"] = Json::array({{{"key", "e2e"}, {"operator", "Exists"}}});
+  EXPECT_EQ(PlacementFailure(pod, node), "") << "PreferNoSchedule does not filter";
+  pod["spec"]["tolerations"] =
+      Json::array({{{"key", "e2e"}, {"value", "lost"}, {"effect", "NoExecute"}}});
+  EXPECT_NE(PlacementFailure(pod, node), "") << "another effect";
+  pod["spec"]["tolerations"] = Json::array({{{"operator", "Exists"}}});
+  EXPECT_EQ(PlacementFailure(pod, node), "") << "an empty key with Exists tolerates all";
+
+  node["spec"] = {{"unschedulable", true}};
+  pod["spec"].erase("tolerations");
+  EXPECT_EQ(PlacementFailure(pod, node), "node(s) were unschedulable");
+}
+
 }  // namespace
 }  // namespace kubetrain::node_agent
