@@ -7,8 +7,8 @@ namespace kubetrain::controller {
 std::string DescribeFailure(const FailedReplica& failed) {
   return absl::StrCat(api::ReplicaTypeLower(failed.type), "-", failed.index, " (pod ",
                       failed.pod_name, failed.node.empty() ? "" : " on ", failed.node, ") ",
-                      failed.exit.Describe(), failed.detail, " [",
-                      api::FailureReasonName(failed.reason), "]",
+                      failed.state.empty() ? failed.exit.Describe() + failed.detail : failed.state,
+                      " [", api::FailureReasonName(failed.reason), "]",
                       failed.message.empty() ? "" : ": ", failed.message);
 }
 

@@ -29,8 +29,11 @@ struct FailedReplica {
   // The pod is already being deleted (by the control plane: a preemption,
   // an eviction): nothing to delete, only to record and recreate.
   bool deleting = false;
-  api::ReplicaExit exit;
-  std::string detail;  // appended to exit.Describe(), e.g. " (OOMKilled)"
+  // What happened, when the container did not end by itself ("was lost
+  // with its node"): said instead of the exit, and no exit code reported.
+  std::string state;
+  api::ReplicaExit exit;  // for the decision (a lost node's: a retryable 137)
+  std::string detail;     // appended to exit.Describe(), e.g. " (OOMKilled)"
   api::RestartPolicy policy = api::RestartPolicy::kNever;
   api::FailureReason reason = api::FailureReason::kError;
   std::string node;     // "" when unknown

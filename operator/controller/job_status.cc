@@ -74,11 +74,12 @@ void SetCondition(Json& status, const std::string& type, bool value, const std::
                  "", now);
     SetCondition(status, kCondRestarting, false,
                  type == kCondSucceeded ? "JobSucceeded" : "JobFailed", "", now);
-    // A job that stalled and then finished is stalled no more (one failed
-    // for its stall keeps it True).
+    // A job that stalled, or waited for nodes, and then succeeded does so no
+    // more (one that failed keeps them: they may say why).
     if (type == kCondSucceeded) SetCondition(status, kCondStalled, false, "JobSucceeded", "", now);
-    SetCondition(status, kCondUnschedulable, false,
-                 type == kCondSucceeded ? "JobSucceeded" : "JobFailed", "", now);
+    if (type == kCondSucceeded) {
+      SetCondition(status, kCondUnschedulable, false, "JobSucceeded", "", now);
+    }
   } else if (type == kCondRunning) {
     SetCondition(status, kCondRestarting, false, "JobRunning", "", now);
   } else if (type == kCondRestarting) {

@@ -401,6 +401,7 @@ struct Reconciler::Pass {
         if (last_uid == f.pod_uid) continue;
         SetFailureFields(f, p);
         f.deleting = true;
+        f.state = "is being deleted by the control plane";
         failed.push_back(std::move(f));
         failed_pods.push_back(pod);
         force.push_back(false);
@@ -413,6 +414,7 @@ struct Reconciler::Pass {
         if (check.wait) Requeue(*check.wait);
         if (check.lost) {
           SetFailureFields(f, *check.lost);
+          f.state = "was lost with its node";
           failed.push_back(std::move(f));
           failed_pods.push_back(pod);
           force.push_back(true);
@@ -630,7 +632,7 @@ struct Reconciler::Pass {
     last["pod"] = f.pod_name;
     if (!f.pod_uid.empty()) last["podUID"] = f.pod_uid;
     last["node"] = f.node;
-    last["exitCode"] = f.exit.EffectiveCode();
+    if (f.state.empty()) last["exitCode"] = f.exit.EffectiveCode();
     last["reason"] = api::FailureReasonName(f.reason);
     last["message"] = f.message;
     last["time"] = now_str;

@@ -12,6 +12,9 @@ export KCP_DIR
 export API_PORT=${E2E_API_PORT:-26443} ETCD_PORT=${E2E_ETCD_PORT:-32379}
 export ETCD_PEER=${E2E_ETCD_PEER:-32380} KCM_PORT=${E2E_KCM_PORT:-30257}
 export NODE_BRIDGE=${E2E_BRIDGE:-kte0} NODE_SUBNET=${E2E_SUBNET:-10.246.0}
+# A lost node is noticed within seconds (node_lost_test.sh): Leases of 4 s renewed every
+# second, and a node without a renewal for 6 s is marked Ready=Unknown.
+export NODE_LEASE_SECONDS=${E2E_NODE_LEASE_SECONDS:-4} NODE_MONITOR_GRACE=${E2E_NODE_MONITOR_GRACE:-6}
 
 "$ROOT/scripts/local-cluster.sh" down "$E2E_STATE" >/dev/null 2>&1
 rm -rf "$E2E_STATE"

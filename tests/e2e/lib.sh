@@ -24,6 +24,7 @@ fail() {
     "$K" get tj -n "$NS" -o jsonpath='{.items[*].status.conditions}' 2>/dev/null || true; echo
   fi
   tail -20 "$E2E_STATE/logs/node-agent.log" 2>/dev/null || true
+  for f in "$E2E_STATE"/logs/node-agent-*.log; do [ -f "$f" ] && { echo "== $f"; tail -10 "$f"; }; done
   tail -20 "$E2E_STATE/logs/operator.log" 2>/dev/null || true
   exit 1
 }
@@ -82,8 +83,29 @@ job_yaml() {
   sed -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|" "$ROOT/examples/$src"
 }
 
-# The node agent's per-pod state (ip, netns, hostLink, pids, logs).
-pod_state() { cat "$E2E_STATE/node/pods/${NS}_$1.json"; }
+# job_json EXAMPLE PYTHON [EXTRA_ARG...]: job_yaml's job as JSON, changed by the Python
+# statements PYTHON, which see it as `j` (kubectl applies JSON as it does YAML).
+job_json() {
+  local src=$1 edit=$2; shift 2
+  job_yaml "$src" "$@" | k create --dry-run=client -o json -f - |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); j["metadata"].pop("namespace", None); exec(sys.argv[1]); print(json.dumps(j))' "$edit"
+}
+
+# now_ms: wall time in milliseconds, for the times the tests report.
+now_ms() { date +%s%3N; }
+
+# event_message JOB REASON: the message of the job's last Event with that reason ("" if none).
+event_message() {
+  k get events -n "$NS" --field-selector "involvedObject.name=$1,reason=$2" \
+    -o jsonpath='{.items[-1:].message}' 2>/dev/null
+}
+
+# The node agent's per-pod state (ip, netns, hostLink, pids, logs); a pod on a node added with
+# local-cluster.sh add-node keeps it in that node's state.
+pod_state() {  # the newest, should an earlier pod of that name have run on another node
+  # shellcheck disable=SC2012
+  cat "$(ls -t "$E2E_STATE"/node/pods/"${NS}_$1.json" "$E2E_STATE"/nodes/*/pods/"${NS}_$1.json" 2>/dev/null | sed -n 1p)"
+}
 pod_field() { pod_state "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$2"; }
 pod_log() { "$ROOT/scripts/local-cluster.sh" logs "$1" -n "$NS" "$E2E_STATE"; }
 

@@ -50,6 +50,10 @@ absl::Status KubeNodeApi::PatchNodeStatus(const std::string& name, const Json& s
   return client_.MergePatch(kube::kNodes, "", name, Json{{"status", status}}, "status").status();
 }
 
+absl::Status KubeNodeApi::PatchNodeSpec(const std::string& name, const Json& spec) {
+  return client_.MergePatch(kube::kNodes, "", name, Json{{"spec", spec}}).status();
+}
+
 absl::StatusOr<std::vector<Json>> KubeNodeApi::ListPods() {
   absl::StatusOr<kube::ObjectList> list = client_.ListAll(kube::kPods, "");
   if (!list.ok()) return list.status();

@@ -138,7 +138,27 @@ absl::Status NodeAgent::Register() {
                 {"containerRuntimeVersion", "process://kubetrain-node-agent"},
                 {"operatingSystem", "linux"},
                 {"architecture", "amd64"}}}}}};
-  return api_.RegisterNode(node);
+  if (absl::Status s = api_.RegisterNode(node); !s.ok()) return s;
+  // Ready now: off with the lifecycle taints (the API server's NodeTaint
+  // admission put not-ready on the new Node; a monitor may have put
+  // unreachable on it while this agent was away), as the node lifecycle
+  // controller does for a Ready node.
+  absl::StatusOr<Json> current = api_.GetNode(options_.node_name);
+  if (!current.ok()) return current.status();
+  if (!current->contains("spec") || !(*current)["spec"].is_object() ||
+      !(*current)["spec"].contains("taints")) {
+    return absl::OkStatus();
+  }
+  const Json& taints = (*current)["spec"]["taints"];
+  if (!taints.is_array()) return absl::OkStatus();
+  Json kept = Json::array();
+  for (const Json& t : taints) {
+    const std::string key = kube::StringAt(t, {"key"});
+    if (key != kTaintNotReady && key != kTaintUnreachable) kept.push_back(t);
+  }
+  if (kept.size() == taints.size()) return absl::OkStatus();
+  return api_.PatchNodeSpec(options_.node_name,
+                            Json{{"taints", kept.empty() ? Json(nullptr) : kept}});
 }
 
 absl::Status NodeAgent::Heartbeat() {
@@ -456,6 +476,20 @@ Json NodeAgent::BuildStatus(PodRun& run) {
           phase == "Running" || phase == "Pending" ? "ContainersNotReady" : "PodCompleted";
     }
     conditions.push_back(cond);
+  }
+  // Conditions the kubelet does not own (DisruptionTarget, readiness
+  // gates) are kept as the API has them, as the kubelet's status manager
+  // does: a merge patch replaces the whole list.
+  if (run.pod.contains("status") && run.pod["status"].is_object() &&
+      run.pod["status"].contains("conditions") && run.pod["status"]["conditions"].is_array()) {
+    for (const Json& c : run.pod["status"]["conditions"]) {
+      const std::string type = kube::StringAt(c, {"type"});
+      if (type == "Initialized" || type == "Ready" || type == "ContainersReady" ||
+          type == "PodScheduled") {
+        continue;
+      }
+      conditions.push_back(c);
+    }
   }
   Json status{{"phase", phase},
               {"hostIP", options_.host_ip},

@@ -16,6 +16,12 @@ namespace kubetrain::node_agent {
 
 // Where nodes' heartbeat Leases live (as the kubelet's).
 inline constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
+// The taints the node lifecycle controller manages: the API server's
+// NodeTaint admission puts not-ready on every new Node, and the controller
+// removes it once the node is Ready; unreachable marks a node whose
+// heartbeat stopped.
+inline constexpr char kTaintNotReady[] = "node.kubernetes.io/not-ready";
+inline constexpr char kTaintUnreachable[] = "node.kubernetes.io/unreachable";
 
 class NodeApi {
  public:
@@ -34,6 +40,8 @@ class NodeApi {
   virtual absl::StatusOr<std::vector<nlohmann::json>> ListNodeLeases() = 0;
   // Merge-patches the Node's status subresource.
   virtual absl::Status PatchNodeStatus(const std::string& name, const nlohmann::json& status) = 0;
+  // Merge-patches the Node's spec (its taints).
+  virtual absl::Status PatchNodeSpec(const std::string& name, const nlohmann::json& spec) = 0;
   // Every pod in every namespace.
   virtual absl::StatusOr<std::vector<nlohmann::json>> ListPods() = 0;
   // Every Service in every namespace.
@@ -67,6 +75,7 @@ class KubeNodeApi final : public NodeApi {
   absl::StatusOr<std::vector<nlohmann::json>> ListNodes(const std::string& label_selector) override;
   absl::StatusOr<std::vector<nlohmann::json>> ListNodeLeases() override;
   absl::Status PatchNodeStatus(const std::string& name, const nlohmann::json& status) override;
+  absl::Status PatchNodeSpec(const std::string& name, const nlohmann::json& spec) override;
   absl::StatusOr<std::vector<nlohmann::json>> ListPods() override;
   absl::StatusOr<std::vector<nlohmann::json>> ListServices() override;
   absl::StatusOr<std::string> ReadKey(const std::string& kind, const std::string& ns,

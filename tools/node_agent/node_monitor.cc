@@ -73,6 +73,19 @@ absl::Status NodeMonitor::Check() {
                        {"lastTransitionTime", t}}})}};
     absl::Status s = api_.PatchNodeStatus(name, status);
     if (s.ok()) {
+      // As the controller: no new pods for it until it is back (its agent
+      // takes the taint off when it registers again).
+      Json taints = Json::array();
+      if (node.contains("spec") && node["spec"].contains("taints") &&
+          node["spec"]["taints"].is_array()) {
+        for (const Json& t : node["spec"]["taints"]) {
+          if (kube::StringAt(t, {"key"}) != kTaintUnreachable) taints.push_back(t);
+        }
+      }
+      taints.push_back({{"key", kTaintUnreachable}, {"effect", "NoSchedule"}, {"timeAdded", t}});
+      s = api_.PatchNodeSpec(name, Json{{"taints", taints}});
+    }
+    if (s.ok()) {
       logger_.Warning(kLog, absl::StrCat("node ", name, ": no heartbeat for ",
                                          absl::ToInt64Seconds(now - last), " s: Ready is Unknown"));
     } else if (first.ok()) {

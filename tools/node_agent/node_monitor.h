@@ -5,8 +5,10 @@
 // control plane the local cluster runs has that controller off, and the API
 // emulator has none. Each node agent run with --node-monitor-grace-period
 // does it for the other agents' Nodes (label kubetrain.io/node-agent), so
-// stopping one of two agents is a lost node, as on a real cluster. A node
-// whose agent comes back registers itself Ready again.
+// stopping one of two agents is a lost node, as on a real cluster; and it
+// taints it node.kubernetes.io/unreachable:NoSchedule, as that controller
+// does. A node whose agent comes back registers itself Ready again and
+// takes the lifecycle taints off (NodeAgent::Register).
 //
 // Not thread-safe: the agent's loop calls Check.
 #ifndef KUBETRAIN_TOOLS_NODE_AGENT_NODE_MONITOR_H_

@@ -15,8 +15,12 @@ namespace kubetrain::node_agent {
 
 class FakeApi final : public NodeApi {
  public:
-  absl::Status RegisterNode(const nlohmann::json& node) override {
-    this->node = node;
+  // As the API: the Node is created, or its status replaced (its spec, the
+  // taints, stays).
+  absl::Status RegisterNode(const nlohmann::json& n) override {
+    const nlohmann::json spec = node.is_object() && node.contains("spec") ? node["spec"] : nullptr;
+    node = n;
+    if (!spec.is_null()) node["spec"] = spec;
     return absl::OkStatus();
   }
   absl::Status RenewLease(const nlohmann::json& lease) override {
@@ -30,6 +34,18 @@ class FakeApi final : public NodeApi {
       if (label_selector.empty() || kube::Label(n, label_selector) != "") out.push_back(n);
     }
     return out;
+  }
+  absl::Status PatchNodeSpec(const std::string& name, const nlohmann::json& spec) override {
+    nlohmann::json& target = name == kube::Name(node) ? node : nodes[name];
+    for (const auto& [k, v] : spec.items()) {
+      if (v.is_null()) {
+        if (target.contains("spec")) target["spec"].erase(k);
+      } else {
+        target["spec"][k] = v;
+      }
+    }
+    node_spec_patches.push_back(name);
+    return absl::OkStatus();
   }
   absl::StatusOr<nlohmann::json> GetNode(const std::string& name) override {
     if (name == kube::Name(node)) return node;
@@ -93,7 +109,7 @@ class FakeApi final : public NodeApi {
   std::vector<nlohmann::json> leases;  // renewals, in order
   // For NodeMonitor: other agents' Nodes and Leases, by name.
   std::map<std::string, nlohmann::json> nodes, node_leases;
-  std::vector<std::string> node_status_patches;
+  std::vector<std::string> node_status_patches, node_spec_patches;
   std::map<std::string, nlohmann::json> pods;
   std::vector<nlohmann::json> services;
   std::map<std::string, std::string> keys;

@@ -168,6 +168,20 @@ TEST_F(NodeAgentTest, RenewsItsNodeLeaseEveryQuarterOfItsDuration) {
   EXPECT_EQ(api_.leases.size(), 2u);
 }
 
+// The API server's NodeTaint admission puts node.kubernetes.io/not-ready on
+// a new Node; the node lifecycle controller takes it off once the node is
+// Ready. Registering Ready, the agent does (and unreachable, which a
+// monitor set while it was away), and leaves other taints alone.
+TEST_F(NodeAgentTest, RegisteringReadyTakesTheLifecycleTaintsOff) {
+  api_.node = Json{
+      {"metadata", {{"name", "n1"}}},
+      {"spec",
+       {{"taints", Json::array({{{"key", "node.kubernetes.io/not-ready"}, {"effect", "NoSchedule"}},
+                                {{"key", "gpu"}, {"effect", "NoSchedule"}}})}}}};
+  ASSERT_TRUE(agent_->Register().ok());
+  EXPECT_EQ(api_.node["spec"]["taints"], Json::array({{{"key", "gpu"}, {"effect", "NoSchedule"}}}));
+}
+
 TEST_F(NodeAgentTest, BindsWhatFitsAndMarksTheRestUnschedulable) {
   Add(MakePod("a", "Never", "1500m"));
   Add(MakePod("b", "Never", "1"));  // 1.5 + 1 > 2 cpus
@@ -380,6 +394,27 @@ TEST_F(NodeAgentTest, HostsResolveEveryServiceToItsPod) {
   const std::string hosts = network_.hosts["ns-uid-job-worker-0"];
   EXPECT_THAT(hosts, HasSubstr("10.0.0.2\tjob-ps-0.team.svc.cluster.local"));
   EXPECT_THAT(hosts, HasSubstr("10.0.0.3\tjob-worker-0.team.svc.cluster.local"));
+}
+
+// As the kubelet's status manager: conditions it does not own
+// (DisruptionTarget, readiness gates) survive its status patches.
+TEST_F(NodeAgentTest, ConditionsTheAgentDoesNotOwnAreKept) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  Json& conditions = api_.pods["team/w"]["status"]["conditions"];
+  conditions.push_back(
+      {{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", "PreemptionByScheduler"}});
+  Sync();
+  launcher_.Exit(launcher_.PidOf("w"), 3);  // a change the agent reports
+  Sync();
+  EXPECT_EQ(Phase("w"), "Failed");
+  bool kept = false;
+  const Json pod = api_.Pod("team/w");
+  for (const Json& c : pod["status"]["conditions"]) {
+    kept = kept || (c.value("type", "") == "DisruptionTarget" &&
+                    c.value("reason", "") == "PreemptionByScheduler");
+  }
+  EXPECT_TRUE(kept) << pod["status"].dump(2);
 }
 
 TEST_F(NodeAgentTest, StatusIsPatchedOnlyWhenItChanges) {

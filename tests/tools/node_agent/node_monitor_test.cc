@@ -63,6 +63,8 @@ TEST_F(NodeMonitorTest, ANodeWhoseLeaseStoppedIsMarkedUnknownOnce) {
   EXPECT_EQ(ready["reason"], "NodeStatusUnknown");
   EXPECT_EQ(ready["message"], "Kubelet stopped posting node status.");
   EXPECT_EQ(ready["lastTransitionTime"], kube::FormatTime(absl::ToUnixMicros(now_)));
+  EXPECT_EQ(api_.nodes["node-b"]["spec"]["taints"][0]["key"], kTaintUnreachable);
+  EXPECT_EQ(api_.nodes["node-b"]["spec"]["taints"][0]["effect"], "NoSchedule");
   now_ += absl::Seconds(5);
   ASSERT_TRUE(monitor_.Check().ok());
   EXPECT_EQ(api_.node_status_patches.size(), 1u) << "already Unknown";
