@@ -553,7 +553,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       compute_t1 = clock_.NowSeconds();
       next = exchange_.Step(step, model_.grads(), model_.params());
     }
-    if (!next.ok()) return next.status();
+    if (!next.ok()) {
+      // What this replica was doing, for the line people read first (and
+      // the pod's termination message): the exchange says whom it lost.
+      return absl::Status(
+          next.status().code(),
+          absl::StrCat("at step ", step + 1, " of ", total_steps, " (epoch ", step / per_epoch + 1,
+                       "), in the ", exchange_.name(), " exchange: ", next.status().message()));
+    }
     if (replicas > 1) {
       if (absl::Status s = BroadcastParams(); !s.ok()) return s;
     }

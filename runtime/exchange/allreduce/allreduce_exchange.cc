@@ -172,6 +172,12 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   // (or all refuse a forced one, naming why).
   std::vector<RankDevice> devices;
   for (const v1::RankInfo& r : joined->ranks()) devices.push_back({r.name(), r.device_uuid()});
+  addresses_.assign(options_.names.size(), "");
+  for (const v1::RankInfo& r : joined->ranks()) {
+    if (r.rank() >= 0 && static_cast<size_t>(r.rank()) < addresses_.size()) {
+      addresses_[static_cast<size_t>(r.rank())] = r.data_address();
+    }
+  }
   absl::StatusOr<BackendChoice> choice = ChooseCollectiveBackend(
       options_.backend, nccl_compiled, devices, !joined->nccl_unique_id().empty());
   if (!choice.ok()) return choice.status();
@@ -432,7 +438,7 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
       }
     }
     return client_->ReportAbort(
-        lost, absl::StrCat(lost >= 0 ? absl::StrCat("lost ", options_.names[lost], ": ") : "",
+        lost, absl::StrCat(lost >= 0 ? absl::StrCat("lost ", PeerLabel(lost), ": ") : "",
                            "allreduce #", started, " waited ", static_cast<int64_t>(waited),
                            "s (--peer-timeout ", options_.peer_timeout_seconds, "s) for ", who));
   }
@@ -442,6 +448,14 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
     *next_warning += options_.stall_warning_seconds;
   }
   return absl::OkStatus();
+}
+
+std::string AllreduceExchange::PeerLabel(int rank) const {
+  const size_t r = static_cast<size_t>(rank);
+  if (rank < 0 || r >= options_.names.size()) return absl::StrCat("rank ", rank);
+  const std::string address = r < addresses_.size() ? addresses_[r] : "";
+  return absl::StrCat(options_.names[r], " (rank ", rank, address.empty() ? "" : ", ", address,
+                      ")");
 }
 
 void AllreduceExchange::CountStarted() {
@@ -494,10 +508,9 @@ absl::Status AllreduceExchange::Watch(
   // A broken link: report the neighbour and give the job-wide reason (the
   // first lost peer any rank reported), so every rank names the same one.
   const int peer = ring_ != nullptr ? ring_->failed_peer() : -1;
-  return client_->ReportAbort(
-      peer, peer >= 0 ? absl::StrCat("lost ", options_.names[static_cast<size_t>(peer)], ": ",
-                                     s.message())
-                      : std::string(s.message()));
+  return client_->ReportAbort(peer, peer >= 0
+                                        ? absl::StrCat("lost ", PeerLabel(peer), ": ", s.message())
+                                        : std::string(s.message()));
 }
 
 void AllreduceExchange::CommLoop() {

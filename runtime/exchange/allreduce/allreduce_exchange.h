@@ -158,6 +158,8 @@ class AllreduceExchange final : public exchange::Exchange {
   // A collective (or a watched join) started / finished, for the
   // rendezvous heartbeats and the stall check. The communication thread
   // and the trainer's both count.
+  // "worker-1 (rank 1, 10.0.0.5:2222)": whom a loss names.
+  std::string PeerLabel(int rank) const;
   void CountStarted();
   void CountFinished();
 
@@ -194,6 +196,9 @@ class AllreduceExchange final : public exchange::Exchange {
   std::atomic<int64_t> early_{0};
   std::mutex joined_mu_;
   bool joined_ = false;  // guarded by joined_mu_; client_ and server_ are set then
+  // Each rank's data address, from the rendezvous (written by Start
+  // before the communication thread runs).
+  std::vector<std::string> addresses_;
   std::mutex count_mu_;
   int64_t collectives_started_ = 0, collectives_finished_ = 0;  // guarded by count_mu_
 

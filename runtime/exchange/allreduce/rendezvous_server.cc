@@ -60,10 +60,12 @@ void RendezvousService::CheckSilentRanks(double now) {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const double silent = now - ranks_[i].last_seen;
     if (silent > options_.peer_timeout_seconds) {
-      RecordAbort(static_cast<int>(i),
-                  absl::StrCat("lost ", options_.names[i], ": no heartbeat for ",
-                               static_cast<int64_t>(silent), "s (peer timeout ",
-                               options_.peer_timeout_seconds, "s)"));
+      const std::string& address = ranks_[i].info.data_address();
+      RecordAbort(
+          static_cast<int>(i),
+          absl::StrCat("lost ", options_.names[i], " (rank ", i, address.empty() ? "" : ", ",
+                       address, "): no heartbeat for ", static_cast<int64_t>(silent),
+                       "s (peer timeout ", options_.peer_timeout_seconds, "s)"));
       return;
     }
   }

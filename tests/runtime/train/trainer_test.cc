@@ -110,6 +110,38 @@ TEST(Trainer, ContinuesFromTheStepTheExchangeReturns) {
   EXPECT_TRUE(ex.finished);
 }
 
+// A lost peer ends training with what this replica was doing in front of
+// whom the exchange lost, and the exchange's status code (the exit code
+// comes from it, never from the text).
+class LosingExchange : public RecordingExchange {
+ public:
+  LosingExchange() : RecordingExchange(0) {}
+  absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                               std::span<float> params) override {
+    if (step == 6) {
+      return absl::AbortedError("lost worker-1 (rank 1, 10.0.0.5:2222): no heartbeat for 31s");
+    }
+    return RecordingExchange::Step(step, grads, params);
+  }
+};
+
+TEST(Trainer, ALostPeerSaysWhatThisReplicaWasDoing) {
+  data::Dataset train = Synthetic(400, 1);
+  auto model = SmallModel();
+  LosingExchange exchange;
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, exchange, train, nullptr, {.epochs = 2, .batch_size = 100, .seed = 3}, progress,
+            clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+  EXPECT_EQ(r.status().message(),
+            "at step 7 of 8 (epoch 2), in the recording exchange: lost worker-1 (rank 1, "
+            "10.0.0.5:2222): no heartbeat for 31s");
+}
+
 TEST(Trainer, ShardsSeeDisjointHalves) {
   data::Dataset train = Synthetic(100, 1);
   for (int shard = 0; shard < 2; ++shard) {

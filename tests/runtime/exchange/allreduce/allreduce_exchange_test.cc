@@ -226,7 +226,8 @@ TEST(AllreduceExchange, AStalledRankIsNamedThenDeclaredLost) {
   threads[2].join();
   for (int r : {0, 1}) {
     EXPECT_EQ(status[r].code(), absl::StatusCode::kAborted) << status[r];
-    EXPECT_THAT(std::string(status[r].message()), HasSubstr("lost worker-2"));
+    // Whom, with its rank and data address (what a person needs to find it).
+    EXPECT_THAT(std::string(status[r].message()), HasSubstr("lost worker-2 (rank 2, 127.0.0.1:"));
   }
   EXPECT_TRUE(logs0.Has("has waited")) << "no stall warning logged";
   EXPECT_TRUE(logs0.Has("for: worker-2")) << "the stall warning does not name worker-2";
