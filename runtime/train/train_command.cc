@@ -266,6 +266,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   allreduce::AllreduceExchangeOptions ao;
   ao.rank = rank;
   ao.names = names;
+  ao.job_name = o.job_name;
   ao.rendezvous_address = addresses[0];
   ao.rendezvous_listen_address = absl::StrCat("0.0.0.0:", rank0_port);
   ao.data_advertise_host = my_host;

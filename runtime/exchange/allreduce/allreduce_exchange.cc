@@ -454,8 +454,11 @@ std::string AllreduceExchange::PeerLabel(int rank) const {
   const size_t r = static_cast<size_t>(rank);
   if (rank < 0 || r >= options_.names.size()) return absl::StrCat("rank ", rank);
   const std::string address = r < addresses_.size() ? addresses_[r] : "";
-  return absl::StrCat(options_.names[r], " (rank ", rank, address.empty() ? "" : ", ", address,
-                      ")");
+  return absl::StrCat(options_.names[r], " (",
+                      options_.job_name.empty()
+                          ? ""
+                          : absl::StrCat("pod ", options_.job_name, "-", options_.names[r], ", "),
+                      "rank ", rank, address.empty() ? "" : ", ", address, ")");
 }
 
 void AllreduceExchange::CountStarted() {

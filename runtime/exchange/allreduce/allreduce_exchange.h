@@ -66,6 +66,9 @@ namespace kubetrain::allreduce {
 struct AllreduceExchangeOptions {
   int rank = 0;
   std::vector<std::string> names;  // replica name of each rank; size = world
+  // The TrainingJob's name (KUBETRAIN_JOB_NAME), when known: a lost peer is
+  // then also named by its pod, <job>-<replica>.
+  std::string job_name;
   // Rank 0's rendezvous address (host:port, its kubetrain-port). Rank 0
   // listens on rendezvous_listen_address and dials itself on loopback.
   std::string rendezvous_address;

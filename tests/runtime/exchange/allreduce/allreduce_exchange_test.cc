@@ -206,6 +206,7 @@ TEST(AllreduceExchange, AStalledRankIsNamedThenDeclaredLost) {
       AllreduceExchangeOptions o = Options(world, r, port);
       o.stall_warning_seconds = 0.3;
       o.peer_timeout_seconds = 2;
+      o.job_name = "fmnist";
       AllreduceExchange ex(
           o, Constant(0.1f), TheClock(), r == 0 ? logs0.Sink() : [](const std::string&) {});
       std::vector<float> p(64, 1.0f), g(64, 1.0f);
@@ -227,7 +228,8 @@ TEST(AllreduceExchange, AStalledRankIsNamedThenDeclaredLost) {
   for (int r : {0, 1}) {
     EXPECT_EQ(status[r].code(), absl::StatusCode::kAborted) << status[r];
     // Whom, with its rank and data address (what a person needs to find it).
-    EXPECT_THAT(std::string(status[r].message()), HasSubstr("lost worker-2 (rank 2, 127.0.0.1:"));
+    EXPECT_THAT(std::string(status[r].message()),
+                HasSubstr("lost worker-2 (pod fmnist-worker-2, rank 2, 127.0.0.1:"));
   }
   EXPECT_TRUE(logs0.Has("has waited")) << "no stall warning logged";
   EXPECT_TRUE(logs0.Has("for: worker-2")) << "the stall warning does not name worker-2";
