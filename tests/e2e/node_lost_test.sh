@@ -33,6 +33,9 @@ k apply -n "$NS" -f "$E2E_STATE/$NS.json"
 node_of() { k get pod "$1" -n "$NS" -o jsonpath='{.spec.nodeName}' 2>/dev/null; }
 workers_on() { [ "$(node_of $JOB-worker-0) $(node_of $JOB-worker-1)" = "$1 $1" ]; }
 wait_until 60 "the workers on $NODE_B" workers_on $NODE_B
+# Each agent binds the pods it takes on its own loop: ps-0 may be bound a moment later.
+ps_placed() { [ -n "$(node_of $JOB-ps-0)" ]; }
+wait_until 60 "ps-0 bound to a node" ps_placed
 [ "$(node_of $JOB-ps-0)" = $NODE_A ] || fail "ps-0 is on '$(node_of $JOB-ps-0)', not $NODE_A"
 wait_until 120 "worker-0 to train 50 steps" step_at_least $JOB-worker-0 50
 uid0=$(k get pod $JOB-worker-0 -n "$NS" -o jsonpath='{.metadata.uid}')

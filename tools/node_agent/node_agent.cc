@@ -548,9 +548,15 @@ absl::Status NodeAgent::SyncOnce() {
     for (const Json& svc : *services) service_names_.emplace(kube::Namespace(svc), kube::Name(svc));
   }
 
-  // This node's labels, taints and cordon, read at most once a second.
+  // This node's labels, taints and cordon: read afresh when a pod waits to be placed (so a
+  // taint or cordon written before the pod was created is always seen, as by the scheduler),
+  // else at most once a second.
   const int64_t read_at = clock_.NowNanos();
-  if (!node_read_at_ || read_at - *node_read_at_ >= absl::ToInt64Nanoseconds(absl::Seconds(1))) {
+  const bool placing = std::any_of(pods.begin(), pods.end(), [](const Json& pod) {
+    return kube::StringAt(pod, {"spec", "nodeName"}).empty() && !kube::IsBeingDeleted(pod);
+  });
+  if (placing || !node_read_at_ ||
+      read_at - *node_read_at_ >= absl::ToInt64Nanoseconds(absl::Seconds(1))) {
     absl::StatusOr<Json> node = api_.GetNode(options_.node_name);
     if (node.ok()) {
       node_ = *std::move(node);
