@@ -609,7 +609,8 @@ EmulatorStore::EmulatorStore(const Options& options) : options_(options) {
   {
     absl::MutexLock lock(&mu_);
     const ResourceType& ns_rt = ServedResources()[5];
-    for (const char* name : {"default", "kube-system"}) {
+    // The namespaces kube-apiserver makes at start (kube-node-lease holds the nodes' Leases).
+    for (const char* name : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
       json ns = {{"apiVersion", "v1"},
                  {"kind", "Namespace"},
                  {"metadata", {{"name", name}}},
