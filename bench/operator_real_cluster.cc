@@ -674,8 +674,8 @@ int RunRealCluster(const RealClusterOptions& o) {
   const char* kubeconfig = std::getenv("KUBETRAIN_TEST_KUBECONFIG");
   if (kubeconfig == nullptr || *kubeconfig == '\0') {
     std::printf(
-        "--real-cluster: skipped, KUBETRAIN_TEST_KUBECONFIG is not set (see "
-        "../shared/tools/kube-control-plane/README.md)\n");
+        "--real-cluster: skipped, KUBETRAIN_TEST_KUBECONFIG is not set (scripts/"
+        "operator-bench-real.sh starts a control plane and sets it)\n");
     return 0;
   }
   std::printf("real API server (%s): %d jobs x 4 pods, nproc %u\n", kubeconfig, o.jobs,

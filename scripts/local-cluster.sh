@@ -1,8 +1,10 @@
 #!/bin/bash
 # One command starts a local Kubernetes cluster for trying the operator without a cluster
-# (docs/e2e.md): an API server (a real control plane: kube-apiserver + controller-manager + etcd
-# from ../shared/tools/kube-control-plane; or, without that tool or with --api emulator,
-# kubetrain-api-emulator, the tests' in-memory API emulator as a server), the TrainingJob CRD,
+# (docs/e2e.md): an API server (a real control plane found by scripts/kube-control-plane.sh:
+# KUBETRAIN_TEST_KUBECONFIG, an existing cluster used as it is; KUBEBUILDER_ASSETS, kube-apiserver
+# and etcd binaries started on loopback as envtest does; KUBETRAIN_KUBE_CONTROL_PLANE, the
+# kube-control-plane tool; or, with none of them or with --api emulator, kubetrain-api-emulator,
+# the tests' in-memory API emulator as a server), the TrainingJob CRD,
 # the kubetrain-operator binary and
 # kubetrain-node-agent playing the kubelet (pods run as process groups in network namespaces;
 # without root, on the host's network with a loopback port per Service port).
@@ -19,9 +21,9 @@
 #                                             # Ready=Unknown after NODE_MONITOR_GRACE s
 #
 # STATE_DIR defaults to /tmp/kubetrain-local. Needs a build (`make build`); root gives each pod
-# a network namespace, without it the agent falls back to loopback and says so. Env: KCP_DIR
-# (the control-plane tool), API_PORT, ETCD_PORT, ETCD_PEER, KCM_PORT (its ports, passed
-# through), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY (16Gi), NODE_SUBNET
+# a network namespace, without it the agent falls back to loopback and says so. Env: the three
+# above, API_PORT, ETCD_PORT, ETCD_PEER, KCM_PORT (a started control plane's ports; unset: free
+# ones), BUILD_DIR (default build), NODE_CPU (8), NODE_MEMORY (16Gi), NODE_SUBNET
 # (10.244.0), NODE_BRIDGE (kt0), NODE_NETWORK (auto|netns|loopback: the agent's --network),
 # NODE_AGENT_USER (a uid: run the agent and so its pods as that user, with setpriv; as root this
 # shows the loopback fallback), PROGRESS_INTERVAL (2s), NODE_LEASE_SECONDS (40: the agents'
@@ -60,13 +62,14 @@ up)
   if [ "${1:-}" = --api ]; then API=${2:-}; shift 2; fi
   case "$API" in auto|real|emulator) ;; *) echo "local-cluster.sh: --api auto|real|emulator, not '$API'" >&2; exit 2 ;; esac
   S=${1:-/tmp/kubetrain-local}
-  KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   BUILD_DIR=${BUILD_DIR:-$ROOT/build}
   EMULATOR=$BUILD_DIR/tools/api_emulator/kubetrain-api-emulator
+  found="none --api emulator"
+  [ "$API" = emulator ] || found=$("$ROOT/scripts/kube-control-plane.sh" find) || exit 1
   if [ "$API" = auto ]; then
-    if [ -x "$KCP_DIR/start.sh" ]; then API=real; else
+    if [ "${found%% *}" != none ]; then API=real; else
       API=emulator
-      echo "local-cluster.sh: no control plane tool at $KCP_DIR: using kubetrain-api-emulator" >&2
+      echo "local-cluster.sh: ${found#none }: using kubetrain-api-emulator" >&2
     fi
   fi
   OPERATOR=$BUILD_DIR/operator/kubetrain-operator
@@ -79,7 +82,7 @@ up)
     [ -x "$b" ] || { echo "local-cluster.sh: $b missing; build it (cmake --build build --target kubetrain kubetrain-operator kubetrain-node-agent)" >&2; exit 1; }
   done
   if [ "$API" = real ]; then
-    [ -x "$KCP_DIR/start.sh" ] || { echo "local-cluster.sh: no control plane at $KCP_DIR (set KCP_DIR, or --api emulator)" >&2; exit 1; }
+    [ "${found%% *}" != none ] || { echo "local-cluster.sh: ${found#none } (or use --api emulator)" >&2; exit 1; }
   else
     [ -x "$EMULATOR" ] || { echo "local-cluster.sh: $EMULATOR missing; build it (cmake --build build --target kubetrain-api-emulator)" >&2; exit 1; }
   fi
@@ -92,8 +95,8 @@ up)
   done
   echo "$API" >"$S/run/api"
   if [ "$API" = real ]; then
-    echo "local-cluster.sh: starting the control plane ($KCP_DIR)" >&2
-    KUBECONFIG_PATH=$("$KCP_DIR/start.sh" "$S/kcp" | tail -1)
+    echo "local-cluster.sh: control plane: $found" >&2
+    KUBECONFIG_PATH=$("$ROOT/scripts/kube-control-plane.sh" start "$S/kcp" | tail -1)
     export KUBECONFIG=$KUBECONFIG_PATH
     echo "local-cluster.sh: applying the CRD" >&2
     "$K" apply --validate=false -f "$ROOT/crds/kubetrain.io_trainingjobs.yaml" >/dev/null
@@ -204,7 +207,6 @@ stop-node)  # NAME [STATE_DIR]: the node is lost: its agent stops its pods and e
   ;;
 down)
   S=${1:-/tmp/kubetrain-local}
-  KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
   stop_pid "$S/run/operator.pid" kubetrain-operator
   for f in "$S"/run/node-agent-*.pid; do
     [ -f "$f" ] && stop_pid "$f" "kubetrain-node-agent ($(basename "$f" .pid))"
@@ -214,7 +216,7 @@ down)
   # The agent removed its pods' namespaces; the bridge goes with the cluster.
   if [ -f "$S/run/bridge" ]; then ip link del "$(cat "$S/run/bridge")" 2>/dev/null || true; rm -f "$S/run/bridge"; fi
   if [ "$(cat "$S/run/api" 2>/dev/null)" != emulator ] && [ -d "$S/kcp" ]; then
-    "$KCP_DIR/stop.sh" "$S/kcp" >/dev/null 2>&1 || true
+    "$ROOT/scripts/kube-control-plane.sh" stop "$S/kcp" >/dev/null 2>&1 || true
   fi
   rm -f "$S/run/api"
   echo "local-cluster.sh: stopped" >&2

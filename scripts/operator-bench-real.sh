@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 15's operator figures on a real API server, in one command: for each
 # client rate limit in RATES, a fresh control plane
-# (../shared/tools/kube-control-plane) whose kube-controller-manager runs
+# (scripts/kube-control-plane.sh: KUBEBUILDER_ASSETS with a kube-controller-manager, or
+# KUBETRAIN_KUBE_CONTROL_PLANE, the kube-control-plane tool) whose kube-controller-manager runs
 # with that limit, then `kubetrain_operator_bench --real-cluster` with our
 # controller at the same limit: in process (time to all pods, requests per
 # job, reconcile p50/p99, the action runner's times), the Job controller,
@@ -17,13 +18,12 @@
 #      whose workers send the requests themselves), SERVICE_MODE
 #      (PerReplica), EXTRA (more bench flags: --binary-first runs the binary
 #      before the others, --no-in-process), STATE_DIR (/tmp/kubetrain-operator-bench; wiped),
-#      API_PORT/ETCD_PORT/ETCD_PEER/KCM_PORT (the tool's defaults),
-#      KUBE_CONTROL_PLANE (the tool's folder).
+#      API_PORT/ETCD_PORT/ETCD_PEER/KCM_PORT (free ports when unset).
 # About 4 minutes per rate above 100 QPS, 15 at 20 QPS, on 2 cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
-TOOL=${KUBE_CONTROL_PLANE:-$ROOT/../shared/tools/kube-control-plane}
+KCP=$ROOT/scripts/kube-control-plane.sh
 STATE=${STATE_DIR:-/tmp/kubetrain-operator-bench}
 RATES=${RATES:-20 1000}
 JOBS=${JOBS:-500}
@@ -37,9 +37,15 @@ OPERATOR=$BUILD/operator/kubetrain-operator
 for f in "$BENCH" "$OPERATOR"; do
   [ -x "$f" ] || { echo "missing $f: cmake --build $BUILD --target kubetrain_operator_bench kubetrain-operator" >&2; exit 2; }
 done
-[ -x "$TOOL/start.sh" ] || { echo "no kube-control-plane tool at $TOOL (set KUBE_CONTROL_PLANE)" >&2; exit 2; }
+found=$("$KCP" find) || exit 2
+case "$found" in
+  assets* | tool*) ;;
+  *) echo "this benchmark starts its own control plane: set KUBEBUILDER_ASSETS or KUBETRAIN_KUBE_CONTROL_PLANE ($found)" >&2; exit 2 ;;
+esac
+[ -n "${KUBEBUILDER_ASSETS:-}" ] && [ ! -x "$KUBEBUILDER_ASSETS/kube-controller-manager" ] &&
+  { echo "KUBEBUILDER_ASSETS has no kube-controller-manager: the Job controller is the baseline" >&2; exit 2; }
 
-stop_plane() { WIPE=1 "$TOOL/stop.sh" "$STATE" >/dev/null 2>&1 || true; }
+stop_plane() { "$KCP" stop "$STATE" >/dev/null 2>&1 || true; }
 trap stop_plane EXIT
 
 install_crd() {
@@ -70,7 +76,7 @@ for rate in $RATES; do
   limit="--kube-api-qps=$rate --kube-api-burst=$burst"
   echo "=== client rate limit $limit on both sides ($(date -u +%H:%M:%S) UTC, load: $(cut -d' ' -f1-3 /proc/loadavg))"
   stop_plane
-  KCM_EXTRA="$limit" "$TOOL/start.sh" "$STATE" >/dev/null
+  KCM_EXTRA="$limit" "$KCP" start "$STATE" >/dev/null
   install_crd
   KUBETRAIN_TEST_KUBECONFIG="$STATE/kubeconfig" "$BENCH" --real-cluster --jobs="$JOBS" \
     --workers="$WORKERS" --action-threads="$ACTION_THREADS" --kube-api-qps="$rate" $EXTRA \

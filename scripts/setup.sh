@@ -36,7 +36,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # data, peers and tools used by tests
   dataset-fashion-mnist prometheus openmpi-bin libopenmpi-dev iproute2 procps
-  # the realapi tests' real control plane (../shared/tools/kube-control-plane)
+  # the realapi tests' real control plane (scripts/kube-control-plane.sh)
   etcd-server curl xz-utils openssl
   # the e2e tests' scripts (tests/e2e/: JSON state files)
   python3

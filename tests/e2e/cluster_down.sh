@@ -2,7 +2,6 @@
 # CTest fixture (FIXTURES_CLEANUP e2e_cluster): stops what cluster_up.sh started.
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
-export KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
 export WIPE=1
 "$ROOT/scripts/local-cluster.sh" down "$E2E_STATE"
 leftover=$(ip netns list 2>/dev/null | grep -c "^kt-" || true)

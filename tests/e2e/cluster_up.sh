@@ -1,13 +1,15 @@
 #!/bin/bash
 # CTest fixture (FIXTURES_SETUP e2e_cluster): starts the local cluster for the e2e tests,
-# or records why it cannot so that every test skips with that reason.
+# or records why it cannot so that every test skips with that reason. Its API server is a real
+# control plane when scripts/kube-control-plane.sh finds one (KUBETRAIN_TEST_KUBECONFIG,
+# KUBEBUILDER_ASSETS, KUBETRAIN_KUBE_CONTROL_PLANE), else kubetrain-api-emulator: the tests
+# run either way, and the few that need the real kube-controller-manager skip on the emulator.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
+export KUBETRAIN_KUBE_CONTROL_PLANE=${KUBETRAIN_KUBE_CONTROL_PLANE:-${E2E_DEFAULT_KUBE_CONTROL_PLANE:-}}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 export BUILD_DIR
-KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
-export KCP_DIR
 # Ports of this cluster's control plane, apart from the defaults other tests use.
 export API_PORT=${E2E_API_PORT:-26443} ETCD_PORT=${E2E_ETCD_PORT:-32379}
 export ETCD_PEER=${E2E_ETCD_PEER:-32380} KCM_PORT=${E2E_KCM_PORT:-30257}
@@ -21,7 +23,16 @@ rm -rf "$E2E_STATE"
 mkdir -p "$E2E_STATE"
 skip_because() { echo "$*" >"$E2E_STATE/skip"; echo "e2e cluster not started: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip_because "not root: these tests need the node agent's network namespaces (veth cuts, per-pod addresses); e2e_loopback_test and e2e_emulator_cluster_test run without root"
-[ -x "$KCP_DIR/start.sh" ] || skip_because "no control plane tool at $KCP_DIR (set KCP_DIR)"
+found=$("$ROOT/scripts/kube-control-plane.sh" find) || skip_because "control plane: $found"
+API=real
+if [ "${found%% *}" = none ]; then
+  API=emulator
+  echo "e2e: ${found#none }: the e2e tests run on kubetrain-api-emulator"
+  [ -x "$BUILD_DIR/tools/api_emulator/kubetrain-api-emulator" ] ||
+    skip_because "no real control plane and no $BUILD_DIR/tools/api_emulator/kubetrain-api-emulator"
+else
+  echo "e2e: control plane: $found"
+fi
 if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
 elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
 else skip_because "no kubectl (scripts/setup.sh installs it)"; fi
@@ -29,9 +40,10 @@ echo "$K" >"$E2E_STATE/kubectl"
 command -v ip >/dev/null || skip_because "no iproute2"
 [ -d /usr/share/datasets/fashion-mnist ] || skip_because "no Fashion-MNIST (dataset-fashion-mnist)"
 start=$SECONDS
-"$ROOT/scripts/local-cluster.sh" up "$E2E_STATE" || {
+"$ROOT/scripts/local-cluster.sh" up --api "$API" "$E2E_STATE" || {
   tail -20 "$E2E_STATE/logs/"*.log 2>/dev/null
   "$ROOT/scripts/local-cluster.sh" down "$E2E_STATE"
   exit 1
 }
-echo "e2e cluster up in $((SECONDS - start)) s"
+echo "$API" >"$E2E_STATE/api"
+echo "e2e cluster up in $((SECONDS - start)) s ($API API server)"

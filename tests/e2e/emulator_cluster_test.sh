@@ -11,8 +11,6 @@ E2E_STATE=${E2E_EMULATOR_STATE:-/tmp/kubetrain-e2e-emulator}
 source "$(dirname "$0")/lib.sh"
 export BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 export NODE_BRIDGE=${E2E_EMULATOR_BRIDGE:-ktm0} NODE_SUBNET=${E2E_EMULATOR_SUBNET:-10.246.2}
-# Pinned so that no real control plane is used even where the tool exists.
-export KCP_DIR=/nonexistent
 
 if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
 elif command -v kubectl >/dev/null; then K=$(command -v kubectl)

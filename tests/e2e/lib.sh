@@ -4,6 +4,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E_STATE=${E2E_STATE:-/tmp/kubetrain-e2e}
+export KUBETRAIN_KUBE_CONTROL_PLANE=${KUBETRAIN_KUBE_CONTROL_PLANE:-${E2E_DEFAULT_KUBE_CONTROL_PLANE:-}}
 # The accuracy bar: docs/accuracy.md, one epoch of the mlp (fmnist_accuracy_test's 0.84); the
 # e2e jobs train two epochs, 0.86 measured.
 E2E_EPOCHS=${E2E_EPOCHS:-2}

@@ -11,13 +11,17 @@ set -uo pipefail
 E2E_STATE=${E2E_LOOPBACK_STATE:-/tmp/kubetrain-e2e-loopback}
 source "$(dirname "$0")/lib.sh"
 export BUILD_DIR=${BUILD_DIR:-$ROOT/build}
-export KCP_DIR=${KCP_DIR:-$(cd "$ROOT/.." && pwd)/shared/tools/kube-control-plane}
 # Its own control plane's ports, apart from the e2e fixture's.
 export API_PORT=${E2E_LOOPBACK_API_PORT:-26453} ETCD_PORT=${E2E_LOOPBACK_ETCD_PORT:-32389}
 export ETCD_PEER=${E2E_LOOPBACK_ETCD_PEER:-32390} KCM_PORT=${E2E_LOOPBACK_KCM_PORT:-30267}
 UID_=${E2E_LOOPBACK_UID:-65534}
 
-[ -x "$KCP_DIR/start.sh" ] || skip "no control plane tool at $KCP_DIR (set KCP_DIR)"
+found=$("$ROOT/scripts/kube-control-plane.sh" find) || fail "control plane: $found"
+case "$found" in
+  none*) API=emulator ;;
+  kubeconfig*) skip "KUBETRAIN_TEST_KUBECONFIG: this test starts its own control plane" ;;
+  *) API=real ;;
+esac
 if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
 elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
 else skip "no kubectl (scripts/setup.sh installs it)"; fi
@@ -37,14 +41,13 @@ teardown() {
   local rc=$? left
   set +e
   "$ROOT/scripts/local-cluster.sh" down "$E2E_STATE" >/dev/null 2>&1
-  WIPE=1 "$KCP_DIR/stop.sh" "$E2E_STATE/kcp" >/dev/null 2>&1
   # Nothing the agent started may outlive it.
   left=$(pgrep -u "$UID_" -f "$BUILD_DIR/runtime/kubetrain" | tr '\n' ' ') || true
   if [ -n "$left" ]; then echo "FAIL: processes left behind: $left"; rc=1; fi
   exit $rc
 }
 trap teardown EXIT
-"$ROOT/scripts/local-cluster.sh" up "$E2E_STATE" >/dev/null ||
+"$ROOT/scripts/local-cluster.sh" up --api "$API" "$E2E_STATE" >/dev/null ||
   fail "local-cluster.sh up failed: $(tail -5 "$E2E_STATE/logs/"*.log 2>/dev/null)"
 export KUBECONFIG=$E2E_STATE/kcp/kubeconfig
 

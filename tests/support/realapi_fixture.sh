@@ -1,21 +1,24 @@
 #!/bin/bash
 # The CTest fixture behind the `realapi` label: a real Kubernetes control plane
-# (kube-apiserver, kube-controller-manager, etcd) from the kube-control-plane
-# tool, started for one test run and stopped after it.
+# found by scripts/kube-control-plane.sh (KUBETRAIN_TEST_KUBECONFIG, an existing
+# cluster used as it is; else KUBEBUILDER_ASSETS, kube-apiserver and etcd started
+# on loopback as envtest does; else the kube-control-plane tool,
+# KUBETRAIN_KUBE_CONTROL_PLANE or DEFAULT_TOOL_DIR), for one test run.
 #
 #   realapi_fixture.sh start WORK_DIR DEFAULT_TOOL_DIR SOURCE_DIR
 #   realapi_fixture.sh run   WORK_DIR COMMAND [ARGS...]
 #   realapi_fixture.sh stop  WORK_DIR
 #
-# start: the tool is $KUBETRAIN_KUBE_CONTROL_PLANE, else DEFAULT_TOOL_DIR. When
-#   it is absent, start writes WORK_DIR/skip-reason and succeeds, and every
-#   `run` skips (exit 77, CTest's SKIP_RETURN_CODE) saying why. Otherwise it
-#   starts an instance in a fresh temporary state folder on free ports (not the
-#   tool's defaults, so a developer's own instance is left alone), installs the
-#   TrainingJob CRD (crds/) and Volcano's PodGroup CRD (tests/support/crds/) and
-#   writes WORK_DIR/kubeconfig. A tool that is present but fails to start fails.
+# start: when nothing is found, start writes WORK_DIR/skip-reason and succeeds,
+#   and every `run` skips (exit 77, CTest's SKIP_RETURN_CODE) saying why (each
+#   test's own unit run already used the in-process API emulator). A started
+#   control plane gets a fresh temporary state folder and free ports (a
+#   developer's own instance is left alone); the TrainingJob CRD (crds/) and
+#   Volcano's PodGroup CRD (tests/support/crds/) are installed either way, and
+#   WORK_DIR/kubeconfig and WORK_DIR/source ("kubeconfig|assets|tool PATH")
+#   written. A control plane that is found but fails to start fails.
 # run: COMMAND with KUBETRAIN_TEST_KUBECONFIG=WORK_DIR/kubeconfig.
-# stop: stops exactly what start started and removes its state folder.
+# stop: stops exactly what start started (nothing for an existing cluster).
 set -uo pipefail
 
 cmd=${1:?usage: realapi_fixture.sh start|run|stop WORK_DIR ...}
@@ -24,70 +27,67 @@ shift 2
 
 log() { echo "realapi: $*"; }
 
+kcp() { "$(dirname "$0")/../../scripts/kube-control-plane.sh" "$@"; }
+
 stop_instance() {
   [ -f "$work/state-dir" ] || return 0
-  local state tool
+  local state
   state=$(cat "$work/state-dir")
-  tool=$(cat "$work/tool-dir" 2>/dev/null || true)
-  if [ -n "$tool" ] && [ -x "$tool/stop.sh" ] && [ -d "$state" ]; then
-    "$tool/stop.sh" "$state" >/dev/null 2>&1 || true
+  if [ -d "$state" ]; then
+    kcp stop "$state" >/dev/null 2>&1 || true
     log "stopped the control plane in $state"
   fi
   case "$state" in
     */kt-realapi.*) rm -rf "$state" ;;
   esac
-  rm -f "$work/state-dir" "$work/tool-dir" "$work/kubeconfig"
+  rm -f "$work/state-dir" "$work/kubeconfig" "$work/source"
 }
 
-# A port nothing listens on and not handed out before in this run.
-used_ports=" "
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
-    case "$used_ports" in *" $p "*) continue ;; esac
-    if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
-      used_ports="$used_ports$p "
-      port=$p
-      return 0
-    fi
-  done
-  return 1
+kubectl_bin() {
+  local root
+  root=$(cd "$(dirname "$0")/../.." && pwd)
+  if [ -x "$root/.cache/tools/bin/kubectl" ]; then echo "$root/.cache/tools/bin/kubectl"
+  else command -v kubectl; fi
 }
 
 case "$cmd" in
   start)
-    default_tool=${1:?DEFAULT_TOOL_DIR missing}
+    default_tool=${1-}  # may be empty
     src=${2:?SOURCE_DIR missing}
     mkdir -p "$work"
     stop_instance  # a run that was interrupted before its cleanup
     rm -f "$work/skip-reason"
-    tool=${KUBETRAIN_KUBE_CONTROL_PLANE:-$default_tool}
-    if [ ! -x "$tool/start.sh" ] || [ ! -x "$tool/stop.sh" ]; then
-      echo "no real control plane: $tool/start.sh not found (set KUBETRAIN_KUBE_CONTROL_PLANE to the kube-control-plane tool)" >"$work/skip-reason"
-      log "$(cat "$work/skip-reason"); the realapi tests will skip"
+    [ -n "${KUBETRAIN_KUBE_CONTROL_PLANE:-}" ] || export KUBETRAIN_KUBE_CONTROL_PLANE=$default_tool
+    found=$(kcp find) || exit 1
+    if [ "${found%% *}" = none ]; then
+      echo "no real control plane: ${found#none }" >"$work/skip-reason"
+      log "$(cat "$work/skip-reason"); the realapi tests will skip (their unit runs used the API emulator)"
       exit 0
     fi
-    tool=$(cd "$tool" && pwd)
+    crds=("$src/crds/kubetrain.io_trainingjobs.yaml"
+      "$src/tests/support/crds/scheduling.volcano.sh_podgroups.yaml")
+    if [ "${found%% *}" = kubeconfig ]; then
+      # An existing cluster: used as it is, the CRDs applied as a user would.
+      kubeconfig=${found#kubeconfig }
+      log "using the existing cluster of $kubeconfig"
+      K=$(kubectl_bin) || { log "no kubectl to install the CRDs with (scripts/setup.sh)"; exit 1; }
+      KUBECONFIG=$kubeconfig "$K" apply --validate=false -f "${crds[0]}" -f "${crds[1]}" \
+        >"$work/crd.out" 2>&1 || { log "installing the CRDs failed:"; cat "$work/crd.out"; exit 1; }
+      KUBECONFIG=$kubeconfig "$K" wait --for=condition=Established --timeout=30s \
+        crd/trainingjobs.kubetrain.io crd/podgroups.scheduling.volcano.sh >/dev/null ||
+        { log "the CRDs are not Established after 30 s"; exit 1; }
+      cp "$kubeconfig" "$work/kubeconfig"
+      echo "$found" >"$work/source"
+      exit 0
+    fi
     state=$(mktemp -d "${TMPDIR:-/tmp}/kt-realapi.XXXXXX")
     echo "$state" >"$work/state-dir"
-    echo "$tool" >"$work/tool-dir"
-    ports=()
-    for _ in 1 2 3 4; do
-      free_port || {
-        log "no free ports"
-        exit 1
-      }
-      ports+=("$port")
-    done
-    api=${ports[0]} etcd=${ports[1]} peer=${ports[2]} kcm=${ports[3]}
-    log "starting $tool in $state (API port $api)"
+    log "starting the control plane of ${found} in $state"
     t0=$(date +%s.%N)
     # The controller-manager's client limits (20 qps) slow namespace deletion
     # and garbage collection when several suites run at once: lifted.
-    if ! API_PORT=$api ETCD_PORT=$etcd ETCD_PEER=$peer KCM_PORT=$kcm \
-      KCM_EXTRA="--kube-api-qps=1000 --kube-api-burst=1000" \
-      "$tool/start.sh" "$state" >"$work/start.log" 2>&1; then
+    if ! KCM_EXTRA="--kube-api-qps=1000 --kube-api-burst=1000" \
+      kcp start "$state" >"$work/start.log" 2>&1; then
       log "the control plane did not start:"
       cat "$work/start.log"
       for f in "$state"/logs/*.log; do
@@ -98,12 +98,11 @@ case "$cmd" in
     fi
     token=$(cat "$state/pki/admin.token")
     ca="$state/pki/apiserver.crt"
-    url="https://127.0.0.1:$api"
+    url="https://127.0.0.1:$(cat "$state/api-port")"
     crd_api="$url/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     # kube-apiserver reads YAML bodies; v1.20 drops the CRD's
     # x-kubernetes-validations (CEL), as `kubectl apply --validate=false` would.
-    for f in "$src/crds/kubetrain.io_trainingjobs.yaml" \
-      "$src/tests/support/crds/scheduling.volcano.sh_podgroups.yaml"; do
+    for f in "${crds[@]}"; do
       code=$(curl -s -o "$work/crd.out" -w '%{http_code}' --cacert "$ca" \
         -H "Authorization: Bearer $token" -H "Content-Type: application/yaml" \
         --data-binary "@$f" "$crd_api")
@@ -131,6 +130,7 @@ case "$cmd" in
       }
     done
     cp "$state/kubeconfig" "$work/kubeconfig"
+    echo "$found" >"$work/source"
     log "ready in $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s: $work/kubeconfig"
     ;;
   run)
