@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 SETUP_ARGS ?=
 KUBETRAIN := $(BUILD_DIR)/runtime/kubetrain
 
-.PHONY: all setup configure build run test bench image format clean
+.PHONY: all setup configure build install run test bench image format clean
 
 all: build
 
@@ -20,6 +20,12 @@ configure: setup
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Installs kubetrain, kubetrain-operator and kubectl-kubetrain (the kubectl plugin:
+# `kubectl kubetrain ...`) into $(PREFIX)/bin; DESTDIR works as usual.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # A real distributed job on this machine: 1 parameter server + 2 workers train
 # the mlp on Fashion-MNIST; the last line states the test accuracy. It builds

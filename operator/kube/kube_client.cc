@@ -109,6 +109,12 @@ ClientStats KubeClient::Stats() const {
 }
 
 absl::StatusOr<Json> KubeClient::Call(const HttpRequest& request, bool idempotent) {
+  absl::StatusOr<std::string> body = CallRaw(request, idempotent);
+  if (!body.ok()) return body.status();
+  return ParseBody(request, *body);
+}
+
+absl::StatusOr<std::string> KubeClient::CallRaw(const HttpRequest& request, bool idempotent) {
   Backoff backoff(retry_.initial_backoff, retry_.max_backoff);
   std::string what = absl::StrCat(request.method, " ", request.target);
   absl::Status last;
@@ -121,7 +127,7 @@ absl::StatusOr<Json> KubeClient::Call(const HttpRequest& request, bool idempoten
       if (!idempotent || attempt >= retry_.max_attempts) break;
       wait = backoff.Next();
     } else if (response->status >= 200 && response->status < 300) {
-      return ParseBody(request, response->body);
+      return std::move(response->body);
     } else {
       last = StatusFromHttp(response->status, response->body, response->retry_after, what);
       if (!IsRetryable(last) || attempt >= retry_.max_attempts) break;
@@ -303,6 +309,28 @@ absl::StatusOr<std::unique_ptr<WatchStream>> KubeClient::Watch(const ResourceTyp
                           what);
   }
   return std::make_unique<WatchStream>(std::move(response->stream), what);
+}
+
+absl::StatusOr<std::string> KubeClient::GetText(absl::string_view target) {
+  return CallRaw(HttpRequest{"GET", std::string(target), "", ""}, /*idempotent=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<HttpStream>> KubeClient::StreamText(absl::string_view target,
+                                                                   absl::Duration idle_timeout) {
+  std::string what = absl::StrCat("GET ", target);
+  ++requests_;
+  absl::StatusOr<StreamResponse> response =
+      transport_->OpenStream(HttpRequest{"GET", std::string(target), "", ""}, idle_timeout);
+  if (!response.ok()) {
+    ++errors_;
+    return NetworkError(what, response.status().message());
+  }
+  if (response->status < 200 || response->status >= 300) {
+    ++errors_;
+    return StatusFromHttp(response->status, response->error.body, response->error.retry_after,
+                          what);
+  }
+  return std::move(response->stream);
 }
 
 }  // namespace kubetrain::kube

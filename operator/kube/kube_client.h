@@ -2,7 +2,9 @@
 // JSON. Create, get, list (selectors, limit/continue pagination), update
 // with resourceVersion (409 Conflict surfaced as IsConflict), /status
 // updates, merge patches, delete with propagationPolicy and preconditions,
-// and watches (WatchStream).
+// and watches (WatchStream). Bodies that are not Kubernetes objects (a
+// pod's log, a pod's page through the API server's proxy) are read with
+// GetText, or line by line as they come with StreamText.
 //
 // Failures are typed Status values (api_error.h). 429 and 5xx answers are
 // retried, waiting as long as Retry-After says (capped) or with jittered
@@ -144,12 +146,25 @@ class KubeClient {
                               absl::string_view name, const DeleteOptions& options = {});
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(const ResourceType& type, absl::string_view ns,
                                                      const WatchOptions& options);
+  // GET of `target` (path and escaped query) whose 2xx body is returned as
+  // it came, not parsed: pods/<name>/log, pods/<name>:<port>/proxy/<path>.
+  // Retried as Get is; a non-2xx answer is its typed Status.
+  absl::StatusOr<std::string> GetText(absl::string_view target);
+  // GET of `target` whose body is read line by line as it arrives
+  // (pods/<name>/log?follow=true). Not retried: a stream that broke is
+  // reopened by the caller, who knows where it stopped. `idle_timeout`
+  // bounds the wait for each piece of the body. A non-2xx answer is its
+  // typed Status.
+  absl::StatusOr<std::unique_ptr<HttpStream>> StreamText(absl::string_view target,
+                                                         absl::Duration idle_timeout);
 
   ClientStats Stats() const;
   const HttpTransport& transport() const { return *transport_; }
 
  private:
   absl::StatusOr<Json> Call(const HttpRequest& request, bool idempotent);
+  // Call's retries, without parsing the body.
+  absl::StatusOr<std::string> CallRaw(const HttpRequest& request, bool idempotent);
 
   std::unique_ptr<HttpTransport> transport_;
   const RetryPolicy retry_;

@@ -301,6 +301,69 @@ TEST(KubeClientTest, WatchRefusedWithStatus) {
   EXPECT_THAT(std::string(watch.status().message()), HasSubstr("cannot watch"));
 }
 
+TEST(KubeClientTest, GetTextReturnsTheBodyAsItCameAndRetries) {
+  FakeHttpTransport* fake;
+  auto client = MakeClient(&fake);
+  std::atomic<int> calls{0};
+  fake->OnSend([&](const HttpRequest& r) -> absl::StatusOr<HttpResponse> {
+    if (calls++ == 0) return Answer(503, "");
+    EXPECT_EQ(r.method, "GET");
+    return Answer(200, "line one\nnot json {\n");
+  });
+  absl::StatusOr<std::string> text =
+      client->GetText("/api/v1/namespaces/ns/pods/p/log?tailLines=2");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "line one\nnot json {\n");
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(fake->Requests()[1].target, "/api/v1/namespaces/ns/pods/p/log?tailLines=2");
+
+  fake->OnSend(
+      [](const HttpRequest&) -> absl::StatusOr<HttpResponse> { return Answer(404, kNotFound); });
+  absl::StatusOr<std::string> missing = client->GetText("/api/v1/namespaces/ns/pods/x/log");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+}
+
+TEST(KubeClientTest, StreamTextReadsLinesAndSurfacesRefusals) {
+  FakeHttpTransport* fake;
+  auto client = MakeClient(&fake);
+  fake->OnStream([](const HttpRequest& r) -> absl::StatusOr<StreamResponse> {
+    StreamResponse out;
+    if (absl::StrContains(r.target, "/pods/gone/")) {
+      out.status = 400;
+      out.error = Answer(
+          400,
+          R"({"kind":"Status","code":400,"reason":"BadRequest","message":"container \"c\" in pod \"gone\" is waiting to start: ContainerCreating"})");
+      return out;
+    }
+    out.status = 200;
+    out.stream =
+        std::make_unique<ScriptedStream>(std::vector<std::string>{"a", "{b"}, absl::OkStatus());
+    return out;
+  });
+  absl::StatusOr<std::unique_ptr<HttpStream>> stream =
+      client->StreamText("/api/v1/namespaces/ns/pods/p/log?follow=true", absl::Minutes(5));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::string line;
+  ASSERT_TRUE(*(*stream)->ReadLine(&line));
+  EXPECT_EQ(line, "a");
+  ASSERT_TRUE(*(*stream)->ReadLine(&line));
+  EXPECT_EQ(line, "{b");
+  EXPECT_FALSE(*(*stream)->ReadLine(&line));
+
+  absl::StatusOr<std::unique_ptr<HttpStream>> refused =
+      client->StreamText("/api/v1/namespaces/ns/pods/gone/log?follow=true", absl::Minutes(5));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(KindOf(refused.status()), ApiErrorKind::kBadRequest);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("waiting to start"));
+
+  fake->OnStream(nullptr);
+  absl::StatusOr<std::unique_ptr<HttpStream>> unreachable =
+      client->StreamText("/api/v1/namespaces/ns/pods/p/log", absl::Minutes(5));
+  ASSERT_FALSE(unreachable.ok());
+  EXPECT_TRUE(IsNetwork(unreachable.status()));
+}
+
 // Write-through of our own writes: only a newer version replaces, nothing
 // is inserted, and older watch events can be recognised.
 TEST(ObjectCacheTest, ReplaceIfNewerKeepsTheLatestVersion) {
