@@ -50,12 +50,14 @@ find_source() {
   fi
 }
 
-# Sets $port to a port nothing listens on, not handed out before by this script run.
+# Sets $port to a port nothing listens on, not handed out before by this script run. From
+# 20000-25999: below Linux's ephemeral range (32768 up), where a client connection made between
+# this choice and the server's bind could take it, and below the e2e clusters' fixed ports.
 used_ports=" "
 free_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % 6000))
     case "$used_ports" in *" $p "*) continue ;; esac
     if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
       used_ports="$used_ports$p "
