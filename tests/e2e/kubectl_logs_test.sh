@@ -14,7 +14,17 @@ W0=$JOB-worker-0 W1=$JOB-worker-1
 job_json fmnist-ps-sync.yaml "j['spec']['replicaSpecs']['Worker']['restartPolicy'] = 'OnFailure'" \
   >"$E2E_STATE/$NS.json"
 k apply -n "$NS" -f "$E2E_STATE/$NS.json" >/dev/null
-wait_until 120 "worker-1 to train 50 steps" step_at_least $W1 50
+# The last step a pod logged, read through kubectl logs (not the agent's file, which an earlier
+# pod of the same name may have left).
+kubectl_step() {
+  local s
+  s=$(k logs -n "$NS" "$1" 2>/dev/null | sed -n 's/^progress step=\([0-9]*\)\/.*/\1/p' | tail -1)
+  [ "${s:-0}" -ge "$2" ]
+}
+# Running first: until the agent starts a pod it serves the log of an earlier pod of that name.
+wait_until 120 "$W1 Running" bash -c \
+  "[ \"\$(\"$K\" get pod $W1 -n $NS -o jsonpath='{.status.phase}' 2>/dev/null)\" = Running ]"
+wait_until 120 "worker-1 to train 50 steps (kubectl logs)" kubectl_step $W1 50
 
 # kubectl logs: the runtime's progress lines, as the node agent's file has them.
 k logs -n "$NS" $W1 >"$E2E_STATE/$NS.logs" || fail "kubectl logs $W1 failed"
@@ -45,6 +55,11 @@ log "SIGKILL $W1 (pid $pid) at step $(current_step $W1)"
 kill -KILL "$pid"
 wait_until 60 "$W1 to restart in place" bash -c \
   "[ \"\$(\"$K\" get pod $W1 -n $NS -o jsonpath='{.status.containerStatuses[0].restartCount}' 2>/dev/null)\" -ge 1 ]"
+# In the back-off, --previous and the current log are both the killed run (as the kubelet's
+# lastState); once it runs again they part.
+k logs -n "$NS" $W1 --previous >/dev/null || fail "kubectl logs --previous failed in the restart back-off"
+wait_until 60 "$W1 to run again" bash -c \
+  "[ -n \"\$(\"$K\" get pod $W1 -n $NS -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}' 2>/dev/null)\" ]"
 wait_until 60 "$W1's new run to log" bash -c "[ -n \"\$(\"$K\" logs -n $NS $W1 2>/dev/null)\" ]"
 k logs -n "$NS" $W1 --previous >"$E2E_STATE/$NS.previous" || fail "kubectl logs --previous failed"
 k logs -n "$NS" $W1 >"$E2E_STATE/$NS.current" || fail "kubectl logs after the restart failed"

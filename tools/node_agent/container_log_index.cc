@@ -74,6 +74,9 @@ std::vector<LogRun> ParseRunIndex(std::string_view text) {
 absl::StatusOr<LogRun> SelectRun(const std::vector<LogRun>& runs, bool previous,
                                  const std::string& pod, const std::string& container) {
   if (previous) {
+    // An ended last run is the container's last termination (it waits to
+    // restart): the kubelet's lastState.
+    if (!runs.empty() && runs.back().end) return runs.back();
     if (runs.size() < 2) {
       return absl::FailedPreconditionError(absl::StrCat(
           "previous terminated container \"", container, "\" in pod \"", pod, "\" not found"));

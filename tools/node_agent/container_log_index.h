@@ -50,8 +50,12 @@ struct LogRun {
 // and so does the next "start" when its end is missing.
 std::vector<LogRun> ParseRunIndex(std::string_view text);
 
-// The run `kubectl logs` shows: the latest one (`previous` false), or the one
-// before it (`previous` true). FailedPrecondition when there is none: the
+// The run `kubectl logs` shows: the latest one (`previous` false); with
+// `previous`, the last run that ended (the kubelet's lastState.terminated):
+// the latest one when it ended (the container waits to restart), else the one
+// before it. (For a container that ended for good after one run the kubelet
+// has no lastState and answers 400; this returns that run.) FailedPrecondition
+// when there is none: the
 // container never started, or has no earlier run; the message is the
 // kubelet's ('previous terminated container "c" in pod "p" not found',
 // 'container "c" in pod "p" is waiting to start: ContainerCreating').

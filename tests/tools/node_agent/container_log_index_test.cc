@@ -45,6 +45,10 @@ TEST(ContainerLogIndexTest, CurrentIsTheLatestRunAndPreviousTheOneBefore) {
   const std::vector<LogRun> two = {{0, 10}, {10, std::nullopt}};
   EXPECT_EQ(*SelectRun(two, false, "p", "c"), (LogRun{10, std::nullopt}));
   EXPECT_EQ(*SelectRun(two, true, "p", "c"), (LogRun{0, 10}));
+  // Waiting to restart (CrashLoopBackOff): the run that just ended is both.
+  const std::vector<LogRun> ended = {{0, 10}, {10, 20}};
+  EXPECT_EQ(*SelectRun(ended, false, "p", "c"), (LogRun{10, 20}));
+  EXPECT_EQ(*SelectRun(ended, true, "p", "c"), (LogRun{10, 20}));
   absl::StatusOr<LogRun> none = SelectRun({{0, std::nullopt}}, true, "w-0", "main");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(none.status().message(),

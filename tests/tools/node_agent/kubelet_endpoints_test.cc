@@ -168,7 +168,7 @@ TEST_F(KubeletEndpointsTest, FollowEndsWhenTheClientGoesAway) {
 
 TEST_F(KubeletEndpointsTest, FollowOfAnEndedRunReturnsAtOnce) {
   Run("old\n", true);
-  Run("new\n", false);
+  Run("new\n", false);  // running: --previous is the run before
   FakeReply reply;
   Get("/containerLogs/team/w-0/main", {{"follow", "true"}, {"previous", "true"}}, reply);
   EXPECT_EQ(reply.body(), "old\n");
