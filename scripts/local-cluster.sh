@@ -13,7 +13,10 @@
 #                                             # prints `export KUBECONFIG=...`
 #   scripts/local-cluster.sh down [STATE_DIR]   # stops exactly what `up` started
 #   scripts/local-cluster.sh logs POD [CONTAINER] [-n NAMESPACE] [STATE_DIR]
-#                                             # a pod's log (what `kubectl logs` would print)
+#                                             # a pod's whole log file, every run (`kubectl logs`
+#                                             # works too: each agent serves the kubelet's log
+#                                             # endpoint over HTTPS with a self-signed cert,
+#                                             # STATE_DIR/pki/kubelet.crt)
 #   scripts/local-cluster.sh start-operator [STATE_DIR]   # the operator again, after a kill
 #   scripts/local-cluster.sh add-node NAME [STATE_DIR]    # a second node (its own agent)
 #   scripts/local-cluster.sh stop-node NAME [STATE_DIR]   # that node lost: its agent and pods
@@ -54,6 +57,24 @@ stop_pid() {  # stop_pid FILE NAME: SIGTERM, then SIGKILL after 20 s
     fi
   fi
   rm -f "$f"
+}
+
+kubelet_cert() {  # kubelet_cert STATE_DIR: a self-signed cert for the agents' kubelet endpoints, once
+  local pki=$1/pki
+  mkdir -p "$pki"
+  if [ ! -s "$pki/kubelet.crt" ] || [ ! -s "$pki/kubelet.key" ]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=kubetrain-node-agent" \
+      -addext "subjectAltName=IP:127.0.0.1" \
+      -keyout "$pki/kubelet.key.tmp" -out "$pki/kubelet.crt.tmp" 2>/dev/null
+    mv "$pki/kubelet.key.tmp" "$pki/kubelet.key"
+    mv "$pki/kubelet.crt.tmp" "$pki/kubelet.crt"
+  fi
+  chmod 600 "$pki/kubelet.key"
+  [ -z "${NODE_AGENT_USER:-}" ] || chown "$NODE_AGENT_USER:$NODE_AGENT_USER" "$pki/kubelet.key"
+}
+
+free_port() {  # a free TCP port on 127.0.0.1 (for an agent's kubelet endpoint)
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 case "$cmd" in
@@ -130,8 +151,13 @@ up)
       printf '%s=%q\n' "$v" "${!v:-}"
     done
   } >"$S/run/node-env"
+  # kube-apiserver (and the emulator) reach each agent's kubelet endpoint (pods/log) over
+  # HTTPS at the Node's address and its own port; the certificate is not verified.
+  kubelet_cert "$S"
   # Pods get .2-.127 of the /24; a node added later takes .128-.254 on the same bridge.
   "${AS_USER[@]}" "$AGENT" --kubeconfig "$AGENT_KUBECONFIG" --entrypoint "$RUNTIME" \
+    --kubelet-port "$(free_port)" --tls-cert-file "$S/pki/kubelet.crt" \
+    --tls-private-key-file "$S/pki/kubelet.key" \
     --state-dir "$S/node" --network "${NODE_NETWORK:-auto}" \
     --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
     --bridge "${NODE_BRIDGE:-kt0}" --pod-addresses 2-127 \
@@ -182,10 +208,13 @@ add-node)  # NAME [STATE_DIR]: one more node, its own agent sharing the first on
     AS_USER=(setpriv "--reuid=$NODE_AGENT_USER" "--regid=$NODE_AGENT_USER" --clear-groups --)
   fi
   mkdir -p "$S/nodes/$name"
+  kubelet_cert "$S"
   [ -z "${NODE_AGENT_USER:-}" ] || chown -R "$NODE_AGENT_USER:$NODE_AGENT_USER" "$S/nodes/$name"
   echo "local-cluster.sh: starting node $name (logs: $S/logs/node-agent-$name.log)" >&2
   "${AS_USER[@]}" "$BUILD_DIR/tools/node_agent/kubetrain-node-agent" --kubeconfig "$AGENT_KUBECONFIG" \
     --entrypoint "$BUILD_DIR/runtime/kubetrain" --node-name "$name" \
+    --kubelet-port "$(free_port)" --tls-cert-file "$S/pki/kubelet.crt" \
+    --tls-private-key-file "$S/pki/kubelet.key" \
     --state-dir "$S/nodes/$name" --network "${NODE_NETWORK:-auto}" \
     --cpu "${NODE_CPU:-8}" --memory "${NODE_MEMORY:-16Gi}" --subnet "${NODE_SUBNET:-10.244.0}" \
     --bridge "${NODE_BRIDGE:-kt0}" --netns-prefix ktb --pod-addresses 128-254 \
@@ -235,7 +264,7 @@ logs)
   # A pod on an added node keeps its logs in that node's state.
   if [ ! -d "$d" ]; then for n in "$S"/nodes/*/logs/$ns/$pod; do [ -d "$n" ] && d=$n; done; fi
   [ -d "$d" ] || { echo "local-cluster.sh: no logs for $ns/$pod in $S" >&2; exit 1; }
-  if [ -z "$container" ]; then container=$(ls "$d" | sed -n 1p); container=${container%.log}; fi
+  if [ -z "$container" ]; then container=$(cd "$d" && ls -- *.log | sed -n 1p); container=${container%.log}; fi
   cat "$d/$container.log"
   ;;
 *)

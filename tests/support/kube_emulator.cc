@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "operator/kube/yaml_json.h"
 #include "tests/support/kube_emulator_http.h"
+#include "tests/support/kube_emulator_pod_proxy.h"
 #include "tests/support/kube_emulator_store.h"
 #include "tests/support/kube_emulator_table.h"
 
@@ -428,6 +429,50 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
     if (rest.size() >= 2) name = rest[1];
     if (rest.size() >= 3) sub = rest[2];
     if (rest.size() > 3) plural.clear();
+  }
+  // pods/log and pods/proxy: forwarded to the node's kubelet and to the pod
+  // (kube_emulator_pod_proxy.h).
+  if (group.empty() && rest.size() >= 5 && rest[0] == "namespaces" && rest[2] == "pods" &&
+      (rest[4] == "log" || rest[4] == "proxy") && !anonymous) {
+    if (req.method != "GET") {
+      WriteApi(conn, req,
+               StatusResult(405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource",
+                            StatusDetails{}));
+      return;
+    }
+    const bool log = rest[4] == "log";
+    if (log && rest.size() != 5) {
+      WriteApi(conn, req,
+               StatusResult(404, "NotFound", "the server could not find the requested resource",
+                            StatusDetails{}));
+      return;
+    }
+    std::vector<std::string> name_parts = absl::StrSplit(rest[3], ':');
+    const std::string pod_name = name_parts.size() == 3 ? name_parts[1] : name_parts[0];
+    ApiResult pod = store_->Get(*FindResource("", "v1", "pods"), rest[1], pod_name);
+    if (pod.code != 200) {
+      WriteApi(conn, req, pod);
+      return;
+    }
+    std::optional<ApiResult> error;
+    if (log) {
+      const std::string node_name =
+          pod.body.contains("spec") && pod.body["spec"].contains("nodeName")
+              ? pod.body["spec"]["nodeName"].get<std::string>()
+              : "";
+      ApiResult node;
+      if (!node_name.empty()) node = store_->Get(*FindResource("", "v1", "nodes"), "", node_name);
+      error = ForwardPodLog(pod.body, !node_name.empty() && node.code == 200 ? &node.body : nullptr,
+                            req, conn);
+    } else {
+      std::string subpath;
+      for (size_t k = 5; k < rest.size(); ++k) absl::StrAppend(&subpath, "/", rest[k]);
+      if (rest.size() > 5 && !req.path.empty() && req.path.back() == '/') subpath += "/";
+      error = ForwardPodProxy(pod.body, rest[3], subpath, req, conn);
+    }
+    if (error) WriteApi(conn, req, *error);
+    return;
   }
   const ResourceType* rt = plural.empty() ? nullptr : FindResource(group, version, plural);
   if (rt != nullptr && !rt->namespaced && !ns.empty()) rt = nullptr;

@@ -69,6 +69,17 @@ OrderedJson ResourceList(const std::string& group, const std::string& version,
                            {"namespaced", true},
                            {"kind", "Binding"},
                            {"verbs", {"create"}}});
+      // Forwarded to the node's kubelet and to the pod (kube_emulator_pod_proxy.h).
+      resources.push_back({{"name", "pods/log"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"kind", "Pod"},
+                           {"verbs", {"get"}}});
+      resources.push_back({{"name", "pods/proxy"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"kind", "PodProxyOptions"},
+                           {"verbs", {"create", "delete", "get", "patch", "update"}}});
     }
   }
   list["resources"] = resources;

@@ -22,6 +22,8 @@
 #include "operator/kube/kube_config.h"
 #include "operator/kube/logger.h"
 #include "tools/node_agent/command_runner.h"
+#include "tools/node_agent/kubelet_endpoints.h"
+#include "tools/node_agent/kubelet_server.h"
 #include "tools/node_agent/loopback_network.h"
 #include "tools/node_agent/netns_network.h"
 #include "tools/node_agent/network_mode.h"
@@ -55,6 +57,10 @@ struct Options {
   std::string netns_prefix = "kt";
   std::string pod_addresses = "2-254";
   double shutdown_grace_seconds = 10;
+  std::string host_ip = "127.0.0.1";
+  int kubelet_port = 0;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 }  // namespace
@@ -111,13 +117,33 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-grace", o.shutdown_grace_seconds,
                  "seconds between SIGTERM and SIGKILL for the pods on shutdown")
       ->capture_default_str();
+  app.add_option("--host-ip", o.host_ip,
+                 "this node's address (the Node's InternalIP, pods' status.hostIP) and where the "
+                 "kubelet endpoint listens")
+      ->capture_default_str();
+  app.add_option("--kubelet-port", o.kubelet_port,
+                 "HTTPS port of the kubelet endpoint kube-apiserver proxies pods/log to "
+                 "(/containerLogs), published as the Node's daemonEndpoints; 0: off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--tls-cert-file", o.tls_cert_file,
+                 "PEM certificate of the kubelet endpoint (a self-signed one does: kube-apiserver "
+                 "does not verify it without --kubelet-certificate-authority)");
+  app.add_option("--tls-private-key-file", o.tls_key_file, "PEM private key of that certificate");
   CLI11_PARSE(app, argc, argv);
+  if (o.kubelet_port != 0 && (o.tls_cert_file.empty() || o.tls_key_file.empty())) {
+    std::cerr << "kubetrain-node-agent: --kubelet-port needs --tls-cert-file and "
+                 "--tls-private-key-file\n";
+    return 2;
+  }
 
   kube::StreamLogger logger(std::cerr, kube::StreamLogger::Format::kText, kube::LogLevel::kInfo);
   na::NodeAgentOptions options;
   options.node_name = o.node_name;
   options.entrypoint = o.entrypoint;
   options.state_dir = o.state_dir;
+  options.host_ip = o.host_ip;
+  options.kubelet_port = o.kubelet_port;
   absl::StatusOr<int64_t> cpu = na::ParseCpuMillis(o.cpu);
   absl::StatusOr<int64_t> memory = na::ParseBytes(o.memory);
   if (!cpu.ok() || !memory.ok() || o.pods <= 0) {
@@ -200,6 +226,26 @@ int main(int argc, char** argv) {
                                     "with --network loopback (or auto)"));
     return 1;
   }
+  std::unique_ptr<na::KubeletServer> kubelet;
+  if (o.kubelet_port != 0) {
+    na::KubeletServerOptions server_options;
+    server_options.host = o.host_ip;
+    server_options.port = o.kubelet_port;
+    server_options.cert_file = o.tls_cert_file;
+    server_options.key_file = o.tls_key_file;
+    const std::string logs_dir = o.state_dir + "/logs";
+    absl::StatusOr<std::unique_ptr<na::KubeletServer>> server = na::KubeletServer::Start(
+        server_options, [logs_dir](const na::KubeletRequest& request, na::KubeletReply& reply) {
+          na::HandleKubeletRequest(logs_dir, request, reply);
+        });
+    if (!server.ok()) {
+      logger.Error(kLog, absl::StrCat("kubelet endpoint: ", server.status().message()));
+      return 1;
+    }
+    kubelet = std::move(*server);
+    logger.Info(kLog, absl::StrCat("kubelet endpoint (pods/log) on https://", o.host_ip, ":",
+                                   kubelet->port()));
+  }
   na::RealProcessLauncher launcher;
   na::NodeAgent agent(api, *network, launcher, clock, logger, options);
   if (absl::Status s = agent.Register(); !s.ok()) {
@@ -244,6 +290,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  if (kubelet != nullptr) kubelet->Stop();  // ends every kubectl logs -f
   agent.Shutdown(absl::Seconds(o.shutdown_grace_seconds),
                  [](absl::Duration d) { absl::SleepFor(d); });
   logger.Info(kLog, "stopped");

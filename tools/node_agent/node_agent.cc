@@ -14,6 +14,7 @@
 #include "api/ports.h"
 #include "operator/kube/object.h"
 #include "tools/node_agent/container_env.h"
+#include "tools/node_agent/container_log_index.h"
 #include "tools/node_agent/hosts_file.h"
 
 namespace kubetrain::node_agent {
@@ -126,7 +127,12 @@ absl::Status NodeAgent::Register() {
              {{"capacity", resources},
               {"allocatable", resources},
               {"addresses", Json::array({{{"type", "InternalIP"}, {"address", options_.host_ip}},
-                                         {{"type", "Hostname"}, {"address", options_.node_name}}})},
+                                         // kube-apiserver dials a node's kubelet at the
+                                         // first address of its preferred types, Hostname
+                                         // first: the host's address, as the node name
+                                         // resolves nowhere.
+                                         {{"type", "Hostname"}, {"address", options_.host_ip}}})},
+              {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", options_.kubelet_port}}}}},
               {"conditions", Json::array({{{"type", "Ready"},
                                            {"status", "True"},
                                            {"reason", "KubeletReady"},
@@ -252,6 +258,11 @@ void NodeAgent::StartPod(const Json& pod) {
   fs::remove_all(fs::path(options_.state_dir) / "logs" / run.ns / run.name, ec);
   fs::create_directories(fs::path(options_.state_dir) / "logs" / run.ns / run.name, ec);
   fs::create_directories(fs::path(options_.state_dir) / "work" / run.uid, ec);
+  for (const ContainerRun& c : run.containers) {
+    if (absl::Status s = CreateRunIndex(LogPath(run.ns, run.name, c.name)); !s.ok()) {
+      logger_.Warning(kLog, absl::StrCat("log index of ", key, ": ", s.message()));
+    }
+  }
   absl::StatusOr<PodAttachment> net = network_.Attach(key, run.uid);
   if (!net.ok()) {
     logger_.Error(kLog,
@@ -307,8 +318,12 @@ void NodeAgent::StartContainer(PodRun& run, size_t i) {
   if (launch.working_dir.empty()) {
     launch.working_dir = (fs::path(options_.state_dir) / "work" / run.uid).string();
   }
+  if (absl::Status s = RecordRunStart(launch.log_path); !s.ok()) {
+    logger_.Warning(kLog, absl::StrCat("log index of ", run.ns, "/", run.name, ": ", s.message()));
+  }
   absl::StatusOr<int> pid = launcher_.Launch(launch);
   if (!pid.ok()) {
+    RecordEnd(run, c, 128);
     c.waiting_reason = "RunContainerError";
     c.waiting_message = std::string(pid.status().message());
     c.restart_at = clock_.NowNanos() + Backoff(c.restart_count + 1);
@@ -336,6 +351,7 @@ void NodeAgent::ReapAndRestart(PodRun& run) {
       c.pid = 0;
       c.exit_code = *code;
       c.finished_at = Now();
+      RecordEnd(run, c, *code);
       Json terminated{{"exitCode", *code},
                       {"reason", *code == 0 ? "Completed" : "Error"},
                       {"startedAt", c.started_at},
@@ -377,6 +393,12 @@ void NodeAgent::ReapAndRestart(PodRun& run) {
     } else {
       for (ContainerRun& c : run.containers) c.restart_at = now + Backoff(2);
     }
+  }
+}
+
+void NodeAgent::RecordEnd(const PodRun& run, const ContainerRun& c, int exit_code) {
+  if (absl::Status s = RecordRunEnd(LogPath(run.ns, run.name, c.name), exit_code); !s.ok()) {
+    logger_.Warning(kLog, absl::StrCat("log index of ", run.ns, "/", run.name, ": ", s.message()));
   }
 }
 
@@ -602,6 +624,7 @@ absl::Status NodeAgent::SyncOnce() {
       if (c.pid == 0) continue;
       launcher_.SignalGroup(c.pid, SIGKILL);
       orphans_.push_back(c.pid);
+      RecordEnd(run, c, 128 + SIGKILL);
     }
     ReleaseNetwork(run);
     RemoveStateFile(run);
@@ -690,8 +713,9 @@ void NodeAgent::Shutdown(absl::Duration grace, const std::function<void(absl::Du
     for (auto& [uid, run] : runs_) {
       for (ContainerRun& c : run.containers) {
         if (c.pid == 0) continue;
-        if (launcher_.PollExit(c.pid)) {
+        if (std::optional<int> code = launcher_.PollExit(c.pid)) {
           c.pid = 0;
+          RecordEnd(run, c, *code);
         } else {
           any = true;
         }

@@ -10,7 +10,8 @@
 //     namespace and address, PodNetwork), computes each container's
 //     environment (values, Secret/ConfigMap keys, fieldRefs, $(VAR)) and
 //     argv, and launches it as a process group whose output goes to
-//     <state>/logs/<ns>/<pod>/<container>.log;
+//     <state>/logs/<ns>/<pod>/<container>.log, recording where each run
+//     starts and ends in it (container_log_index.h);
 //  3. reaps exits and restarts containers in place per restartPolicy
 //     (Always; OnFailure on a non-zero exit) after a doubling back-off,
 //     counting restarts; a pod whose containers are all done is Succeeded
@@ -58,6 +59,9 @@ struct NodeAgentOptions {
   std::string node_name = "kubetrain-node";
   Resources capacity{8000, int64_t{16} << 30, 110};
   std::string host_ip = "127.0.0.1";
+  // The port of this node's kubelet endpoint (kubelet_server.h), published as
+  // status.daemonEndpoints.kubeletEndpoint.Port; 0: none.
+  int kubelet_port = 0;
   // What a container without `command` runs (the image's entrypoint).
   std::string entrypoint;
   std::string state_dir = "/tmp/kubetrain-node-agent";
@@ -141,6 +145,8 @@ class NodeAgent {
   // Starts container `i` of `run`, or records why it could not.
   void StartContainer(PodRun& run, size_t i);
   void ReapAndRestart(PodRun& run);
+  // Records the end of container `c`'s run in its log's run index.
+  void RecordEnd(const PodRun& run, const ContainerRun& c, int exit_code);
   void BeginTermination(PodRun& run);
   bool AnyRunning(const PodRun& run) const;
   void ReleaseNetwork(PodRun& run);

@@ -6,12 +6,14 @@
 
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "operator/kube/object.h"
 #include "tests/support/temp_files.h"
 #include "tests/tools/node_agent/fake_node_api.h"
 #include "tests/tools/node_agent/fake_port_allocator.h"
+#include "tools/node_agent/container_log_index.h"
 #include "tools/node_agent/loopback_network.h"
 
 namespace kubetrain::node_agent {
@@ -147,6 +149,38 @@ TEST_F(NodeAgentTest, RegistersANodeWithItsCapacity) {
   EXPECT_EQ(api_.node["status"]["allocatable"]["memory"], absl::StrCat(int64_t{8} << 30));
   EXPECT_EQ(api_.node["status"]["conditions"][0]["type"], "Ready");
   EXPECT_EQ(api_.node["status"]["conditions"][0]["status"], "True");
+}
+
+// kube-apiserver proxies pods/log to the first address of its preferred
+// types (Hostname first) and the published kubelet port.
+TEST_F(NodeAgentTest, PublishesItsKubeletEndpointAtTheHostAddress) {
+  options_.host_ip = "10.0.0.7";
+  options_.kubelet_port = 10250;
+  agent_ = std::make_unique<NodeAgent>(api_, network_, launcher_, clock_, logger_, options_);
+  ASSERT_TRUE(agent_->Register().ok());
+  EXPECT_EQ(api_.node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
+  EXPECT_EQ(api_.node["status"]["addresses"],
+            Json::parse(R"([{"type": "InternalIP", "address": "10.0.0.7"},
+                            {"type": "Hostname", "address": "10.0.0.7"}])"));
+}
+
+// Each run's place in the appended log, so the kubelet endpoint can serve
+// the current run and --previous apart.
+TEST_F(NodeAgentTest, IndexesEachRunOfAContainerInItsLog) {
+  Add(MakePod("w", "Always"));
+  Sync();
+  const std::string log = agent_->LogPath("team", "w", "main");
+  std::ofstream(log, std::ios::app) << "run one\n";
+  launcher_.Exit(launcher_.PidOf("w"), 137);
+  Sync();
+  clock_.AdvanceSeconds(1.1);  // the restart back-off
+  Sync();
+  ASSERT_EQ(launcher_.launched.size(), 2u);
+  std::ofstream(log, std::ios::app) << "run two\n";
+  std::ifstream in(RunIndexPath(log));
+  std::stringstream index;
+  index << in.rdbuf();
+  EXPECT_EQ(index.str(), "start 0\nend 8 137\nstart 8\n");
 }
 
 // The kubelet's heartbeat: the node's Lease in kube-node-lease, renewed

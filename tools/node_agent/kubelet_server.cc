@@ -1,0 +1,304 @@
+#include "tools/node_agent/kubelet_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kubetrain::node_agent {
+namespace {
+
+std::string SslError() {
+  const unsigned long e = ERR_get_error();
+  if (e == 0) return "unknown TLS error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof(buf));
+  return buf;
+}
+
+const char* Reason(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    default:
+      return "Error";
+  }
+}
+
+// One TLS connection's reply: a chunked 200 on the first Write, or an error.
+class TlsReply final : public KubeletReply {
+ public:
+  TlsReply(SSL* ssl, int fd, const std::atomic<bool>& stopping)
+      : ssl_(ssl), fd_(fd), stopping_(stopping) {}
+
+  bool Write(std::string_view bytes) override {
+    if (failed_) return false;
+    std::string out;
+    if (!started_) {
+      started_ = true;
+      out =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+          "Connection: close\r\n\r\n";
+    }
+    if (!bytes.empty()) {
+      absl::StrAppend(&out, absl::Hex(bytes.size()), "\r\n",
+                      absl::string_view(bytes.data(), bytes.size()), "\r\n");
+    }
+    return Send(out);
+  }
+
+  void Fail(int code, const std::string& text) override {
+    if (started_) return;
+    started_ = true;
+    ended_ = true;
+    Send(absl::StrCat("HTTP/1.1 ", code, " ", Reason(code),
+                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
+                      text.size(), "\r\nConnection: close\r\n\r\n", text));
+  }
+
+  bool Gone(absl::Duration wait) override {
+    if (failed_ || stopping_.load()) return true;
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    const int r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)));
+    if (stopping_.load()) return true;
+    if (r <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return failed_ = true;
+    // Readable: a close_notify or stray bytes; a read that ends is the end.
+    char buf[256];
+    const int n = SSL_read(ssl_, buf, sizeof(buf));
+    if (n <= 0) return failed_ = true;
+    return false;
+  }
+
+  // The end of a chunked body; nothing for an error or a failed connection.
+  void Finish() {
+    if (!started_) Write("");
+    if (!ended_ && !failed_) Send("0\r\n\r\n");
+  }
+
+ private:
+  bool Send(std::string_view bytes) {
+    while (!bytes.empty() && !failed_) {
+      const int n = SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size()));
+      if (n <= 0) {
+        failed_ = true;
+        break;
+      }
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return !failed_;
+  }
+
+  SSL* ssl_;
+  int fd_;
+  const std::atomic<bool>& stopping_;
+  bool started_ = false, ended_ = false, failed_ = false;
+};
+
+}  // namespace
+
+std::string PercentDecode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && absl::ascii_isxdigit(s[i + 1]) &&
+        absl::ascii_isxdigit(s[i + 2])) {
+      auto hex = [](char c) { return absl::ascii_isdigit(c) ? c - '0' : (c | 0x20) - 'a' + 10; };
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else if (s[i] == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<KubeletServer>> KubeletServer::Start(
+    const KubeletServerOptions& options, Handler handler) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", SslError()));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
+    const std::string e = SslError();
+    SSL_CTX_free(ctx);
+    return absl::InvalidArgumentError(absl::StrCat("certificate ", options.cert_file, ": ", e));
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    const std::string e = SslError();
+    SSL_CTX_free(ctx);
+    return absl::InvalidArgumentError(absl::StrCat("private key ", options.key_file, ": ", e));
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (inet_pton(AF_INET, options.host.c_str(), &addr.sin_addr) != 1) {
+    SSL_CTX_free(ctx);
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", options.host));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0) {
+    const std::string e = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    SSL_CTX_free(ctx);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.host, ":", options.port, ": ", e));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::unique_ptr<KubeletServer> server(
+      new KubeletServer(ctx, fd, ntohs(addr.sin_port), std::move(handler)));
+  if (pipe2(server->wake_pipe_, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+KubeletServer::KubeletServer(ssl_ctx_st* ctx, int listen_fd, int port, Handler handler)
+    : ctx_(ctx), listen_fd_(listen_fd), port_(port), handler_(std::move(handler)) {}
+
+KubeletServer::~KubeletServer() {
+  Stop();
+  if (wake_pipe_[0] >= 0) close(wake_pipe_[0]);
+  if (wake_pipe_[1] >= 0) close(wake_pipe_[1]);
+  close(listen_fd_);
+  SSL_CTX_free(ctx_);
+}
+
+void KubeletServer::Stop() {
+  std::vector<Conn> conns;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    stopping_.store(true);
+    for (Conn& c : conns_) shutdown(c.fd, SHUT_RDWR);
+    conns = std::move(conns_);
+    conns_.clear();
+  }
+  if (wake_pipe_[1] >= 0) (void)!write(wake_pipe_[1], "x", 1);
+  if (accept_thread_.joinable()) accept_thread_.join();
+  {
+    // Connections accepted while stopping.
+    absl::MutexLock lock(&mu_);
+    for (Conn& c : conns_) shutdown(c.fd, SHUT_RDWR);
+    for (Conn& c : conns_) conns.push_back(std::move(c));
+    conns_.clear();
+  }
+  for (Conn& c : conns) {
+    c.thread.join();
+    close(c.fd);
+  }
+}
+
+void KubeletServer::AcceptLoop() {
+  for (;;) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (stopping_.load() || (p[1].revents & POLLIN)) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    absl::MutexLock lock(&mu_);
+    // Reap finished connections.
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        close(it->fd);
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    Conn c;
+    c.fd = fd;
+    c.done = std::make_shared<std::atomic<bool>>(false);
+    c.thread = std::thread([this, fd, done = c.done] {
+      Serve(fd);
+      done->store(true);
+    });
+    conns_.push_back(std::move(c));
+  }
+}
+
+void KubeletServer::Serve(int fd) {
+  // A write to a client that went away fails with EPIPE instead of killing the
+  // agent; the signal stays pending on this thread, which ends with the
+  // connection. (Ignoring SIGPIPE process-wide would pass SIG_IGN on to the
+  // containers.)
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+  // A client that sends nothing does not hold the thread for ever.
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  SSL* ssl = SSL_new(ctx_);
+  SSL_set_fd(ssl, fd);
+  std::string head;
+  bool ok = SSL_accept(ssl) == 1;
+  while (ok && head.find("\r\n\r\n") == std::string::npos && head.size() < 64 * 1024) {
+    char buf[4096];
+    const int n = SSL_read(ssl, buf, sizeof(buf));
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    head.append(buf, static_cast<size_t>(n));
+  }
+  if (ok && head.find("\r\n\r\n") != std::string::npos) {
+    tv = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    KubeletRequest request;
+    const std::string line = head.substr(0, head.find("\r\n"));
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    TlsReply reply(ssl, fd, stopping_);
+    if (parts.size() != 3) {
+      reply.Fail(400, "malformed request line\n");
+    } else {
+      request.method = parts[0];
+      const std::string& target = parts[1];
+      const size_t q = target.find('?');
+      request.path = PercentDecode(target.substr(0, q), false);
+      if (q != std::string::npos) {
+        for (absl::string_view kv : absl::StrSplit(target.substr(q + 1), '&', absl::SkipEmpty())) {
+          std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+          request.query[PercentDecode(p.first, true)] = PercentDecode(p.second, true);
+        }
+      }
+      handler_(request, reply);
+    }
+    reply.Finish();
+    SSL_shutdown(ssl);
+  }
+  SSL_free(ssl);
+  // Closed by whoever joins this thread, so Stop() never shuts down a reused
+  // descriptor.
+  shutdown(fd, SHUT_RDWR);
+}
+
+}  // namespace kubetrain::node_agent
