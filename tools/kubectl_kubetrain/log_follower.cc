@@ -1,5 +1,6 @@
 #include "tools/kubectl_kubetrain/log_follower.h"
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tools/kubectl_kubetrain/job_state.h"
@@ -106,18 +107,40 @@ void LogFollower::Open(const StreamToOpen& stream) {
   LogRequest request;
   request.container = stream.container;
   request.follow = true;
-  request.timestamps = true;
   std::optional<int64_t> skip_through;
-  if (stream.resume) {
+  int64_t skip_lines = 0;
+  {
     absl::MutexLock lock(&mu_);
-    auto it = last_time_.find(key);
-    if (it != last_time_.end()) {
-      skip_through = it->second;
-      request.since_unix_micros = it->second;
+    request.timestamps = timestamps_;
+    if (stream.resume) {
+      auto it = last_time_.find(key);
+      if (request.timestamps && it != last_time_.end()) {
+        skip_through = it->second;
+        request.since_unix_micros = it->second;
+      } else if (!request.timestamps) {
+        skip_lines = printed_[key];
+      }
     }
   }
   absl::StatusOr<std::unique_ptr<kube::HttpStream>> body =
       api_.StreamLog(options_.ns, stream.pod, request);
+  if (!body.ok() && absl::IsInvalidArgument(body.status()) && request.timestamps) {
+    // A 400: a container not started yet, or a log server without per-line
+    // times. Asked again without them: if that works it was the latter, and
+    // from now on every stream is read without them, from its run's start.
+    LogRequest plain = request;
+    plain.timestamps = false;
+    plain.since_unix_micros.reset();
+    absl::StatusOr<std::unique_ptr<kube::HttpStream>> retry =
+        api_.StreamLog(options_.ns, stream.pod, plain);
+    if (retry.ok()) {
+      absl::MutexLock lock(&mu_);
+      timestamps_ = false;
+      skip_lines = printed_[key];
+      skip_through.reset();
+    }
+    body = std::move(retry);  // either way the second answer is the one to report
+  }
   absl::MutexLock lock(&mu_);
   if (!body.ok() || stopping_) {
     if (!body.ok() && !warned_[key]) {
@@ -129,11 +152,12 @@ void LogFollower::Open(const StreamToOpen& stream) {
     return;
   }
   open_[key] = body->get();
-  threads_.emplace_back(&LogFollower::Read, this, stream, *std::move(body), skip_through);
+  threads_.emplace_back(&LogFollower::Read, this, stream, *std::move(body), skip_through,
+                        skip_lines);
 }
 
 void LogFollower::Read(StreamToOpen stream, std::unique_ptr<kube::HttpStream> body,
-                       std::optional<int64_t> skip_through) {
+                       std::optional<int64_t> skip_through, int64_t skip_lines) {
   const Key key{stream.uid, stream.restart};
   const std::string prefix = LogPrefix(stream.replica, stream.restart);
   std::string line;
@@ -146,16 +170,19 @@ void LogFollower::Read(StreamToOpen stream, std::unique_ptr<kube::HttpStream> bo
       complete = true;
       break;
     }
+    if (skip_lines > 0) {  // printed before the stream broke off (no timestamps)
+      --skip_lines;
+      continue;
+    }
     TimedLine timed = SplitTimestamp(line);
     if (timed.unix_micros) {
       if (skip_through && *timed.unix_micros <= *skip_through) continue;
       last = timed.unix_micros;
     }
     out_.Write(prefix, timed.text);
-    if (last) {
-      absl::MutexLock lock(&mu_);
-      last_time_[key] = *last;
-    }
+    absl::MutexLock lock(&mu_);
+    ++printed_[key];
+    if (last) last_time_[key] = *last;
   }
   absl::MutexLock lock(&mu_);
   open_.erase(key);

@@ -5,7 +5,10 @@
 // thread of its own that writes its lines, prefixed "[worker-3 r2] " and
 // without the timestamps, through one LineWriter. A stream that broke off is
 // reopened with sinceTime at its last line, and lines up to that line's
-// time are skipped, so nothing is printed twice.
+// time are skipped, so nothing is printed twice. A log server that refuses
+// timestamps (400 BadRequest: kubetrain-node-agent keeps no per-line times)
+// is asked without them from then on; a reopened stream then starts at the
+// run's beginning and the lines already printed are skipped by count.
 //
 // Run() returns once the job has Succeeded or Failed and every stream has
 // ended (streams of replicas still running `drain_timeout` after the job
@@ -66,7 +69,7 @@ class LogFollower {
 
   void Open(const StreamToOpen& stream);
   void Read(StreamToOpen stream, std::unique_ptr<kube::HttpStream> body,
-            std::optional<int64_t> skip_through);
+            std::optional<int64_t> skip_through, int64_t skip_lines);
   void CancelAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Warn(const std::string& message);
 
@@ -82,6 +85,8 @@ class LogFollower {
   std::map<Key, kube::HttpStream*> open_ ABSL_GUARDED_BY(mu_);
   std::map<Key, int64_t> last_time_ ABSL_GUARDED_BY(mu_);  // last line read, unix micros
   std::map<Key, bool> warned_ ABSL_GUARDED_BY(mu_);        // a refused open was reported
+  std::map<Key, int64_t> printed_ ABSL_GUARDED_BY(mu_);    // lines written per stream
+  bool timestamps_ ABSL_GUARDED_BY(mu_) = true;            // false once the server refused them
   std::vector<std::thread> threads_;                       // control thread only
   absl::Mutex err_mu_;
 };

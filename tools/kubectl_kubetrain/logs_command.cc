@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tools/kubectl_kubetrain/log_lines.h"
 
@@ -35,6 +36,14 @@ absl::Status PrintLogs(ClusterReader& api, const LogsOptions& options, std::ostr
     request.container = view.container;
     request.previous = options.previous;
     absl::StatusOr<std::string> text = api.ReadLog(options.ns, view.pod, request);
+    if (!text.ok() && absl::IsInvalidArgument(text.status())) {
+      // A 400: a container not started yet, or a log server without per-line
+      // times (kubetrain-node-agent); the latter answers without them, and
+      // such a log is merged after the timed ones, in its own order.
+      // Either way the second answer is the one to report.
+      request.timestamps = false;
+      text = api.ReadLog(options.ns, view.pod, request);
+    }
     if (!text.ok()) {
       err << "kubectl-kubetrain: " << ReplicaName(view.replica) << " (pod " << view.pod
           << "): " << text.status().message() << "\n";

@@ -1,6 +1,8 @@
 // `kubectl kubetrain logs JOB` without -f: every replica's log (or one
 // replica's), read once with timestamps and merged in time order, each line
-// prefixed "[worker-3 r2] ". Thread-compatible.
+// prefixed "[worker-3 r2] " (a log server that refuses timestamps, as
+// kubetrain-node-agent does, is read without them: replica by replica).
+// Thread-compatible.
 #ifndef KUBETRAIN_TOOLS_KUBECTL_KUBETRAIN_LOGS_COMMAND_H_
 #define KUBETRAIN_TOOLS_KUBECTL_KUBETRAIN_LOGS_COMMAND_H_
 

@@ -87,6 +87,12 @@ class FakeClusterReader final : public ClusterReader {
     stage_ = 0;
     ApplyStage();
   }
+  // Answer requests with timestamps=true (or sinceTime) with a 400, as
+  // kubetrain-node-agent's log endpoint does.
+  void RefuseTimestamps() {
+    absl::MutexLock lock(&mu_);
+    refuse_timestamps_ = true;
+  }
   int ListCalls() const {
     absl::MutexLock lock(&mu_);
     return list_calls_;
@@ -117,6 +123,9 @@ class FakeClusterReader final : public ClusterReader {
                                       const LogRequest& request) override {
     absl::MutexLock lock(&mu_);
     log_requests_.push_back(PodLogPath(ns, pod, request));
+    if (refuse_timestamps_ && (request.timestamps || request.since_unix_micros)) {
+      return absl::InvalidArgumentError("timestamps and sinceTime are not supported");
+    }
     auto it = logs_.find(pod);
     if (it == logs_.end()) return absl::NotFoundError("pods \"" + pod + "\" not found");
     return it->second;
@@ -126,11 +135,17 @@ class FakeClusterReader final : public ClusterReader {
                                                               const LogRequest& request) override {
     absl::MutexLock lock(&mu_);
     log_requests_.push_back(PodLogPath(ns, pod, request));
+    if (refuse_timestamps_ && (request.timestamps || request.since_unix_micros)) {
+      return absl::InvalidArgumentError("timestamps and sinceTime are not supported");
+    }
     if (stage_ >= stages_.size()) return absl::InvalidArgumentError("no stage");
     Stage& stage = stages_[stage_];
     auto it = stage.streams.find(pod);
     if (it == stage.streams.end() || opened_.count(pod) > 0) {
-      return absl::InvalidArgumentError("container is waiting to start: ContainerCreating");
+      // Nothing new for this pod until the stage moves on (a 400 here would
+      // read, after a retry that finds the next stage, as a server that
+      // refuses timestamps).
+      return absl::UnavailableError("no new log for this pod yet");
     }
     opened_.insert(pod);
     const size_t stage_index = stage_;
@@ -172,6 +187,7 @@ class FakeClusterReader final : public ClusterReader {
   std::set<std::string> ended_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> log_requests_ ABSL_GUARDED_BY(mu_);
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool refuse_timestamps_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A replica pod as the operator builds it and a kubelet reports it.

@@ -83,6 +83,36 @@ TEST(LogFollowerTest, FollowsRestartsRecreatedPodsAndDroppedStreamsToTheJobsEnd)
                             "sinceTime=2026-11-22T07%3A55%3A02Z")));
 }
 
+// A log server without per-line times (kubetrain-node-agent answers
+// timestamps=true with a 400): streams are read without them, and one that
+// broke off is read again from its run's start with the lines already
+// printed skipped, so each line appears once.
+TEST(LogFollowerTest, WithoutTimestampsAResumedStreamSkipsWhatWasPrinted) {
+  FakeClusterReader api;
+  api.RefuseTimestamps();
+  const nlohmann::json running = JobWithPhase("fm", "Running");
+  const std::vector<nlohmann::json> pods = {ReplicaPod("fm", "worker", 0, "w-a", 0, "running")};
+  api.SetStages({
+      Stage{running,
+            pods,
+            {{"fm-worker-0", {{"step 1", "step 2"}, absl::UnavailableError("connection reset")}}}},
+      // The whole run again, one line more.
+      Stage{running, pods, {{"fm-worker-0", {{"step 1", "step 2", "step 3"}, absl::OkStatus()}}}},
+      Stage{JobWithPhase("fm", "Succeeded"),
+            {ReplicaPod("fm", "worker", 0, "w-a", 0, "terminated", "Succeeded")},
+            {}},
+  });
+  std::ostringstream out, err;
+  LineWriter writer(out);
+  LogFollower follower(api, writer, err, Options());
+  ASSERT_TRUE(follower.Run().ok());
+  EXPECT_EQ(out.str(), "[worker-0 r0] step 1\n[worker-0 r0] step 2\n[worker-0 r0] step 3\n");
+  for (const std::string& request : api.LogRequests()) {
+    EXPECT_THAT(request, ::testing::Not(HasSubstr("sinceTime")));
+  }
+  EXPECT_EQ(err.str(), "");
+}
+
 TEST(LogFollowerTest, MissingJobIsNotFoundAndStopEndsAFollow) {
   FakeClusterReader api;
   std::ostringstream out, err;

@@ -43,5 +43,28 @@ TEST(LogsCommandTest, MergesEveryReplicaAndNamesTheOnesItCannotRead) {
   EXPECT_TRUE(absl::IsNotFound(PrintLogs(empty, options, one, err)));
 }
 
+// kubetrain-node-agent keeps no per-line times and refuses timestamps=true:
+// each log is read again without them and printed replica by replica, while
+// a container that has not started is still reported (its 400 stays a 400).
+TEST(LogsCommandTest, ReadsWithoutTimestampsWhereTheServerRefusesThem) {
+  FakeClusterReader api;
+  api.RefuseTimestamps();
+  api.SetJob(JobWithPhase("fm", "Running"));
+  api.SetPods({ReplicaPod("fm", "worker", 1, "b", 1, "running"),
+               ReplicaPod("fm", "worker", 0, "a", 0, "running"),
+               ReplicaPod("fm", "ps", 0, "c", 0, "waiting", "Pending")});
+  api.SetLog("fm-worker-0", "step 1\nstep 2\n");
+  api.SetLog("fm-worker-1", "step 1\n");
+  api.SetLog("fm-ps-0", absl::InvalidArgumentError("container \"kubetrain\" is waiting to start"));
+  LogsOptions options{"ns", "fm", "", std::nullopt, false};
+  std::ostringstream out, err;
+  ASSERT_TRUE(PrintLogs(api, options, out, err).ok());
+  EXPECT_EQ(out.str(), "[worker-0 r0] step 1\n[worker-0 r0] step 2\n[worker-1 r1] step 1\n");
+  EXPECT_THAT(err.str(), HasSubstr("ps-0 (pod fm-ps-0): container \"kubetrain\" is waiting"));
+  EXPECT_THAT(
+      api.LogRequests(),
+      ::testing::Contains("/api/v1/namespaces/ns/pods/fm-worker-0/log?container=kubetrain"));
+}
+
 }  // namespace
 }  // namespace kubetrain::kubectl_plugin
