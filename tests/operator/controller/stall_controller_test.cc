@@ -94,7 +94,7 @@ class StallControllerTest : public ControllerFixture {
 
 TEST_F(StallControllerTest, NoneNamesTheFrozenReplicaUntilProgressResumes) {
   StartJob("hang", "None");
-  ASSERT_TRUE(WaitForCondition("hang", kCondStalled, absl::Seconds(20)));
+  ASSERT_TRUE(WaitForCondition("hang", kCondStalled, absl::Seconds(60)));
   const std::string message = StalledMessage("hang");
   EXPECT_THAT(message, HasSubstr("no progress for 1 s"));
   EXPECT_THAT(message, HasSubstr("worker-1 (pod hang-worker-1) stopped answering"));
@@ -125,7 +125,7 @@ TEST_F(StallControllerTest, RestartRecreatesOnlyTheReplicaBehind) {
         auto pods = Pods("hangr");
         return pods.count("hangr-worker-1") && kube::Uid(pods["hangr-worker-1"]) != worker1;
       },
-      absl::Seconds(20)));
+      absl::Seconds(60)));
   EXPECT_EQ(kube::Uid(Pods("hangr")["hangr-worker-0"]), worker0) << "the survivor stays";
   ASSERT_TRUE(WaitFor([&] { return Status("hangr").value("restartCount", 0) == 1; }));
   const Json status = Status("hangr");
@@ -144,7 +144,7 @@ TEST_F(StallControllerTest, RestartRecreatesOnlyTheReplicaBehind) {
 
 TEST_F(StallControllerTest, FailFailsTheJobNamingTheReplica) {
   StartJob("hangf", "Fail");
-  ASSERT_TRUE(WaitForCondition("hangf", kCondFailed, absl::Seconds(20)));
+  ASSERT_TRUE(WaitForCondition("hangf", kCondFailed, absl::Seconds(60)));
   const Json status = Status("hangf");
   const Json* failed = FindCondition(status, kCondFailed);
   ASSERT_NE(failed, nullptr);
