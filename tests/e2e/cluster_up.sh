@@ -22,6 +22,31 @@ export NODE_LEASE_SECONDS=${E2E_NODE_LEASE_SECONDS:-4} NODE_MONITOR_GRACE=${E2E_
 rm -rf "$E2E_STATE"
 mkdir -p "$E2E_STATE"
 skip_because() { echo "$*" >"$E2E_STATE/skip"; echo "e2e cluster not started: $*"; exit 0; }
+kubectl_found() {
+  if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
+  elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
+  else skip_because "no kubectl (scripts/setup.sh installs it)"; fi
+  echo "$K" >"$E2E_STATE/kubectl"
+}
+
+# An existing cluster with nodes of its own (kind, k3d, a real one): KUBETRAIN_TEST_KUBECONFIG
+# with KUBETRAIN_TEST_IMAGE. Pods run that image on the cluster's nodes and the operator must
+# already run there (docs/install.md); nothing is started, no root needed. The tests that need
+# the node agent's process model (its pids, network namespaces, nodes) skip, saying so.
+if [ -n "${KUBETRAIN_TEST_KUBECONFIG:-}" ] && [ -n "${KUBETRAIN_TEST_IMAGE:-}" ]; then
+  kubectl_found
+  mkdir -p "$E2E_STATE/kcp"
+  cp "$KUBETRAIN_TEST_KUBECONFIG" "$E2E_STATE/kcp/kubeconfig" ||
+    { echo "e2e: cannot read KUBETRAIN_TEST_KUBECONFIG=$KUBETRAIN_TEST_KUBECONFIG"; exit 1; }
+  KUBECONFIG=$E2E_STATE/kcp/kubeconfig "$K" get crd trainingjobs.kubetrain.io >/dev/null 2>&1 || {
+    echo "e2e: the cluster of $KUBETRAIN_TEST_KUBECONFIG has no TrainingJob CRD: install kubetrain there first (docs/install.md)"
+    exit 1
+  }
+  echo cluster >"$E2E_STATE/mode"
+  echo "$KUBETRAIN_TEST_IMAGE" >"$E2E_STATE/image"
+  echo "e2e: the existing cluster of $KUBETRAIN_TEST_KUBECONFIG, pods on image $KUBETRAIN_TEST_IMAGE (no node agent: the tests that need it skip)"
+  exit 0
+fi
 [ "$(id -u)" = 0 ] || skip_because "not root: these tests need the node agent's network namespaces (veth cuts, per-pod addresses); e2e_loopback_test and e2e_emulator_cluster_test run without root"
 found=$("$ROOT/scripts/kube-control-plane.sh" find) || skip_because "control plane: $found"
 API=real
@@ -33,10 +58,7 @@ if [ "${found%% *}" = none ]; then
 else
   echo "e2e: control plane: $found"
 fi
-if [ -x "$ROOT/.cache/tools/bin/kubectl" ]; then K=$ROOT/.cache/tools/bin/kubectl
-elif command -v kubectl >/dev/null; then K=$(command -v kubectl)
-else skip_because "no kubectl (scripts/setup.sh installs it)"; fi
-echo "$K" >"$E2E_STATE/kubectl"
+kubectl_found
 command -v ip >/dev/null || skip_because "no iproute2"
 [ -d /usr/share/datasets/fashion-mnist ] || skip_because "no Fashion-MNIST (dataset-fashion-mnist)"
 start=$SECONDS
@@ -46,4 +68,5 @@ start=$SECONDS
   exit 1
 }
 echo "$API" >"$E2E_STATE/api"
+echo local >"$E2E_STATE/mode"
 echo "e2e cluster up in $((SECONDS - start)) s ($API API server)"

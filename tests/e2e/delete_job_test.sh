@@ -3,6 +3,7 @@
 # node agent stopped their processes and released their network namespaces.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "the agent's record of what it runs"
 use_namespace e2e-delete
 JOB=fmnist-ps-sync
 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"

@@ -11,6 +11,7 @@
 #    says its metrics cannot be read, worker-0's shows a stall and waits for worker-1.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGKILL and SIGSTOP of containers' processes"
 PLUGIN_DIR=$BUILD_DIR/tools/kubectl_kubetrain
 [ -x "$PLUGIN_DIR/kubectl-kubetrain" ] || fail "no $PLUGIN_DIR/kubectl-kubetrain (build it)"
 kt() { PATH="$PLUGIN_DIR:$PATH" "$K" kubetrain "$@"; }

@@ -8,6 +8,7 @@
 # metrics` returns the runtime's Prometheus text.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGKILL of a container's process and its log file"
 use_namespace e2e-kubectl-logs
 JOB=fmnist-ps-sync
 W0=$JOB-worker-0 W1=$JOB-worker-1

@@ -31,11 +31,21 @@ fail() {
 }
 
 # Skips (exit 77) with the reason cluster_up.sh recorded when it could not start the cluster.
+# E2E_MODE: local (the local cluster: node agents run the pods as processes) or cluster (an
+# existing cluster, KUBETRAIN_TEST_KUBECONFIG with KUBETRAIN_TEST_IMAGE).
 require_cluster() {
   [ -f "$E2E_STATE/skip" ] && skip "$(cat "$E2E_STATE/skip")"
   [ -f "$E2E_STATE/kcp/kubeconfig" ] || skip "no e2e cluster in $E2E_STATE (the e2e_cluster_up fixture did not run)"
   export KUBECONFIG=$E2E_STATE/kcp/kubeconfig
   K=$(cat "$E2E_STATE/kubectl")
+  E2E_MODE=$(cat "$E2E_STATE/mode" 2>/dev/null || echo local)
+  E2E_IMAGE=$(cat "$E2E_STATE/image" 2>/dev/null || true)
+}
+
+# require_node_agent WHAT: skips on an existing cluster, where no node agent runs the pods.
+require_node_agent() {
+  [ "$E2E_MODE" = local ] ||
+    skip "needs the node agent's process model ($*): not on an existing cluster (KUBETRAIN_TEST_IMAGE)"
 }
 
 # kubectl without the client/server version-skew warning.
@@ -81,7 +91,10 @@ job_yaml() {
   # shellcheck disable=SC2206
   local all=("$@" ${E2E_JOB_ARGS:-})
   for a in "${all[@]}"; do extra+=", \"$a\""; done
-  sed -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|" "$ROOT/examples/$src"
+  local edits=(-e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"$E2E_EPOCHS\"$extra|")
+  # An existing cluster runs the image it was given.
+  [ "${E2E_MODE:-local}" = local ] || edits+=(-e "s|image: kubetrain:[^ ]*|image: $E2E_IMAGE|")
+  sed "${edits[@]}" "$ROOT/examples/$src"
 }
 
 # job_json EXAMPLE PYTHON [EXTRA_ARG...]: job_yaml's job as JSON, changed by the Python
@@ -108,10 +121,21 @@ pod_state() {  # the newest, should an earlier pod of that name have run on anot
   cat "$(ls -t "$E2E_STATE"/node/pods/"${NS}_$1.json" "$E2E_STATE"/nodes/*/pods/"${NS}_$1.json" 2>/dev/null | sed -n 1p)"
 }
 pod_field() { pod_state "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$2"; }
-pod_log() { "$ROOT/scripts/local-cluster.sh" logs "$1" -n "$NS" "$E2E_STATE"; }
+# A pod's log: the node agent's file of every run (local), or the current run's through the API.
+pod_log() {
+  if [ "${E2E_MODE:-local}" = local ]; then "$ROOT/scripts/local-cluster.sh" logs "$1" -n "$NS" "$E2E_STATE"
+  else k logs -n "$NS" "$1"; fi
+}
 
-# final_accuracy POD: the last "final test_accuracy=" in its log.
-final_accuracy() { pod_log "$1" | sed -n 's/.*final test_accuracy=\([0-9.]*\).*/\1/p' | tail -1; }
+# final_accuracy POD: the last "final test_accuracy=" in its log; on an existing cluster, whose
+# pods' logs go with the pods (cleanPodPolicy), the accuracy the job's status reports.
+final_accuracy() {
+  if [ "${E2E_MODE:-local}" = local ]; then
+    pod_log "$1" | sed -n 's/.*final test_accuracy=\([0-9.]*\).*/\1/p' | tail -1
+  else
+    k get tj "${1%-*-*}" -n "$NS" -o jsonpath='{.status.progress.accuracy}'
+  fi
+}
 
 assert_accuracy() {  # assert_accuracy POD
   local acc

@@ -7,6 +7,7 @@
 # job succeeds above the accuracy bar. Reports how long the recreation took.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "a second node agent to stop"
 NODE_A=kubetrain-node
 NODE_B=e2e-node-b
 NODE_LOST_TIMEOUT=3

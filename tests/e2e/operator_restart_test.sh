@@ -4,6 +4,7 @@
 # kill), and the job succeeds.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGKILL of the operator process it started"
 use_namespace e2e-operator-restart
 JOB=fmnist-ps-sync
 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"

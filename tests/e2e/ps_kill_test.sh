@@ -4,6 +4,7 @@
 # and the job succeeds; at most one checkpoint interval is repeated.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGKILL of the PS process"
 use_namespace e2e-ps-kill
 JOB=fmnist-ps-sync
 CKPT=$E2E_STATE/$NS-checkpoints

@@ -5,6 +5,7 @@
 # above the accuracy bar. Reports how long the Stalled verdict took.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGSTOP of a container's process"
 use_namespace e2e-stall
 JOB=fmnist-ps-sync
 STALL_TIMEOUT=5

@@ -5,6 +5,7 @@
 # reason bad_token); both jobs still succeed.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "a pod's network namespace"
 JOB=fmnist-ps-sync
 A=e2e-token-a
 B=e2e-token-b

@@ -4,6 +4,7 @@
 # is retryable) and succeeds, or fails with a message naming the lost peer.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "a pod's veth link on the host"
 use_namespace e2e-veth-cut
 JOB=fmnist-ps-sync
 PEER_TIMEOUT=5

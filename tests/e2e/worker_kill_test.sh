@@ -3,6 +3,7 @@
 # operator replace the pod, and the job still succeeds with worker-0 above the bar.
 source "$(dirname "$0")/lib.sh"
 require_cluster
+require_node_agent "SIGKILL of a container's process"
 use_namespace e2e-worker-kill
 JOB=fmnist-ps-sync
 job_yaml fmnist-ps-sync.yaml >"$E2E_STATE/$NS.yaml"
