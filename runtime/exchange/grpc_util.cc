@@ -1,7 +1,9 @@
 #include "runtime/exchange/grpc_util.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "api/env_vars.h"
+#include "kubetrain/v1/status.pb.h"
 
 namespace kubetrain::exchange {
 
@@ -22,12 +24,31 @@ void AddToken(grpc::ClientContext* ctx, const std::string& token) {
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  v1::StatusDetails details;
+  s.ForEachPayload([&](absl::string_view type_url, const absl::Cord& value) {
+    google::protobuf::Any* any = details.add_details();
+    any->set_type_url(std::string(type_url));
+    any->set_value(std::string(value));
+  });
+  if (details.details().empty()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  }
+  details.set_code(static_cast<int32_t>(s.code()));
+  details.set_message(std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()),
+                      details.SerializeAsString());
 }
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  v1::StatusDetails details;
+  if (!s.error_details().empty() && details.ParseFromString(s.error_details())) {
+    for (const google::protobuf::Any& any : details.details()) {
+      if (!any.type_url().empty()) out.SetPayload(any.type_url(), absl::Cord(any.value()));
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<grpc::Channel> MakeRuntimeChannel(const std::string& address) {

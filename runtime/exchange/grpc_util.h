@@ -21,7 +21,11 @@ grpc::Status CheckToken(const grpc::ServerContext& ctx, const std::string& token
 // Adds `token` (when non-empty) to an outgoing call.
 void AddToken(grpc::ClientContext* ctx, const std::string& token);
 
-// Same code and message in the other library's type.
+// Same code and message in the other library's type, and the same payloads:
+// ToGrpc packs each absl::Status payload as an Any (type_url: the payload's
+// type URL) into a kubetrain.v1.StatusDetails in the status details;
+// FromGrpc sets each such Any back as a payload. Details that do not parse
+// as StatusDetails (another kind of server's) are dropped.
 grpc::Status ToGrpc(const absl::Status& s);
 absl::Status FromGrpc(const grpc::Status& s);
 

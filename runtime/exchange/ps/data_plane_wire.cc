@@ -159,6 +159,7 @@ AnswerBytes EncodeAnswer(const Answer& a) {
   w.Put(a.incarnation);
   w.Put(a.offset);
   w.Put(a.length);
+  w.Put(static_cast<uint8_t>(a.refusal));
   return b;
 }
 
@@ -181,6 +182,16 @@ absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b) {
   a.incarnation = r.Get<uint64_t>();
   a.offset = r.Get<int64_t>();
   a.length = r.Get<int64_t>();
+  const uint8_t refusal = r.Get<uint8_t>();
+  if (refusal > kMaxPsRefusal) {
+    return absl::InvalidArgumentError(absl::StrCat("answer with unknown refusal ", refusal));
+  }
+  a.refusal = static_cast<PsRefusal>(refusal);
+  for (size_t i = 49; i < kAnswerBytes; ++i) {
+    if (b[i] != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("answer with reserved byte ", i, " set"));
+    }
+  }
   if (a.message_bytes > kMaxMessageBytes) {
     return absl::InvalidArgumentError(absl::StrCat("answer with a message of ", a.message_bytes,
                                                    " bytes (at most ", kMaxMessageBytes, ")"));

@@ -10,6 +10,9 @@
 // A connection (all integers little-endian, fixed size):
 //   worker -> server  Hello (32 bytes) + token
 //   server -> worker  Answer (64 bytes) + message: OK, or why not (then closed)
+//                     An error answer's refusal byte (ps_refusal.h) says when
+//                     the worker must act (register again), so the message is
+//                     for people only.
 //   per step:
 //   worker -> server  StepHeader (64 bytes) + length values + Trailer (8 bytes)
 //   server -> worker  Answer (64 bytes) + message; when OK the shard's
@@ -42,10 +45,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 
 namespace kubetrain::ps::data_plane {
 
-inline constexpr uint32_t kVersion = 1;
+// Checked in the hello: a peer of another version is refused with
+// InvalidArgument naming both. 2 added the Answer's refusal byte.
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kHelloBytes = 32;
 inline constexpr size_t kStepHeaderBytes = 64;
 inline constexpr size_t kAnswerBytes = 64;
@@ -105,6 +111,9 @@ struct Answer {
   int64_t offset = 0;
   int64_t length = 0;
   uint32_t message_bytes = 0;  // the message follows the answer
+  // Why the shard refused, when the worker acts on it: one byte at offset 48
+  // (then 3 zero bytes), kNone on OK answers.
+  PsRefusal refusal = PsRefusal::kNone;
 };
 
 using HelloBytes = std::array<uint8_t, kHelloBytes>;
@@ -123,7 +132,11 @@ StepHeaderBytes EncodeStepHeader(const StepHeader& h);
 // range, or a dtype this version does not know.
 absl::StatusOr<StepHeader> DecodeStepHeader(const StepHeaderBytes& b);
 
+// The answer's layout: magic, code, flags, message_bytes (4 bytes each),
+// global_step, incarnation, offset, length (8 each), refusal (1), 15 zero.
 AnswerBytes EncodeAnswer(const Answer& a);
+// InvalidArgument for bytes that are no answer, an unknown code or refusal,
+// or nonzero reserved bytes.
 absl::StatusOr<Answer> DecodeAnswer(const AnswerBytes& b);
 
 FrameBytes EncodeFrame(const Frame& f);

@@ -10,6 +10,7 @@
 #include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -88,7 +89,7 @@ absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
   }
   conn_ = std::move(*conn);
   if (answer->code != absl::StatusCode::kOk) {
-    return ErrorFromAnswer(answer->code, answer->message_bytes);
+    return ErrorFromAnswer(*answer);
   }
   if (!ever_connected_) {
     notice_ = absl::StrCat(name_, ": exchanging over the data plane at ", address,
@@ -98,13 +99,13 @@ absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
   return absl::OkStatus();
 }
 
-absl::Status PsDataClient::ErrorFromAnswer(absl::StatusCode code, uint32_t message_bytes) {
-  std::string message(message_bytes, '\0');
+absl::Status PsDataClient::ErrorFromAnswer(const data_plane::Answer& answer) {
+  std::string message(answer.message_bytes, '\0');
   if (!conn_.RecvAll(message.data(), message.size(), Within(5)).ok()) {
     message = "(the message was lost)";
   }
   Close();
-  return absl::Status(code, message);
+  return WithPsRefusal(absl::Status(answer.code, message), answer.refusal);
 }
 
 absl::StatusOr<PullReply> PsDataClient::PushPull(
@@ -177,7 +178,7 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
   }
   *pushed = answer->pushed;
   if (answer->code != absl::StatusCode::kOk) {
-    return ErrorFromAnswer(answer->code, answer->message_bytes);
+    return ErrorFromAnswer(*answer);
   }
   if (!answer->has_params || answer->offset != offset ||
       answer->length != static_cast<int64_t>(out.size())) {
@@ -340,7 +341,7 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
   *pushed = answer->pushed;
   if (answer->code != absl::StatusCode::kOk) {
     Close();
-    return absl::Status(answer->code, message);
+    return WithPsRefusal(absl::Status(answer->code, message), answer->refusal);
   }
   if (!sent.ok()) {
     Close();

@@ -83,7 +83,7 @@ class PsDataClient {
                                               bool* pushed, const std::function<void()>& written,
                                               const exchange::IoCheck& waiting);
   // Reads an error answer's message and turns it into the shard's status.
-  absl::Status ErrorFromAnswer(absl::StatusCode code, uint32_t message_bytes);
+  absl::Status ErrorFromAnswer(const data_plane::Answer& answer);
 
   const std::string name_, grpc_address_, token_;
   std::string host_;

@@ -10,6 +10,7 @@
 #include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/tensor/denormals.h"
 
@@ -38,6 +39,7 @@ absl::Status SendAnswer(TcpConnection& conn, wire::Answer a, const absl::Status&
   };
   const std::string message(status.message().substr(0, wire::kMaxMessageBytes));
   a.code = status.code();
+  a.refusal = PsRefusalOf(status);
   a.message_bytes = static_cast<uint32_t>(message.size());
   uint8_t head[wire::kFrameBytes + wire::kAnswerBytes];
   size_t head_bytes = 0;
@@ -195,11 +197,7 @@ void PsDataServer::Serve(Connection& c) {
     return;
   }
   if (hello->incarnation != incarnation) {
-    SendError(conn,
-              absl::FailedPreconditionError(absl::StrCat("parameter server restarted (incarnation ",
-                                                         incarnation, ", caller has ",
-                                                         hello->incarnation, "); re-register")),
-              false, incarnation);
+    SendError(conn, StaleIncarnationError(incarnation, hello->incarnation), false, incarnation);
     return;
   }
   if (hello->worker < 0 || hello->worker >= shard_.options().num_workers) {
@@ -239,11 +237,7 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
     return false;
   }
   if (head->incarnation != incarnation) {
-    SendError(conn,
-              absl::FailedPreconditionError(absl::StrCat("parameter server restarted (incarnation ",
-                                                         incarnation, ", caller has ",
-                                                         head->incarnation, "); re-register")),
-              false, incarnation);
+    SendError(conn, StaleIncarnationError(incarnation, head->incarnation), false, incarnation);
     return false;
   }
   const Range range = shard_.range();

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -226,12 +226,13 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
         return opt_.mode.kind == ExchangeMode::kSync ? std::max(resume, r->global_step) : resume;
       }
     }
-    if (absl::IsFailedPrecondition(st) && absl::StrContains(st.message(), "re-register")) {
+    const PsRefusal refusal = PsRefusalOf(st);
+    if (refusal == PsRefusal::kStaleIncarnation) {
       log_(absl::StrCat(s.client->name(), ": ", st.message()));
       s.incarnation = 0;
       continue;
     }
-    if (absl::IsFailedPrecondition(st) && absl::StrContains(st.message(), "not initialised")) {
+    if (refusal == PsRefusal::kUninitialised) {
       s.incarnation = 0;  // the shard lost its parameters; register to re-initialise
     } else if (!Retryable(st)) {
       return absl::Status(st.code(), absl::StrCat(s.client->name(), " (", s.client->address(),

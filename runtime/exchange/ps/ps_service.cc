@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
 namespace kubetrain::ps {
@@ -94,9 +95,10 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
   resp->set_global_step(info->global_step);
   resp->set_worker_clock(info->worker_clock);
   resp->set_mode(o.mode.ToString());
-  resp->set_data_port(static_cast<uint32_t>(data_port_));
-  resp->set_data_plane_fp16(data_port_ != 0 && data_plane_fp16_);
-  resp->set_data_plane_pipeline(data_port_ != 0 && shard_.pipelined());
+  const int data_port = data_port_;
+  resp->set_data_port(static_cast<uint32_t>(data_port));
+  resp->set_data_plane_fp16(data_port != 0 && data_plane_fp16_);
+  resp->set_data_plane_pipeline(data_port != 0 && shard_.pipelined());
   return grpc::Status::OK;
 }
 
@@ -128,9 +130,7 @@ grpc::Status PsService::ReceivePush(absl::StatusOr<ReceivedFrame> frame,
   const v1::PushHeader header = *frame->header();
   const uint64_t incarnation = shard_.options().incarnation;
   if (header.incarnation() != incarnation) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat("parameter server restarted (incarnation ", incarnation,
-                                     ", caller has ", header.incarnation(), "); re-register"));
+    return ToGrpc(StaleIncarnationError(incarnation, header.incarnation()));
   }
   const Range range = shard_.range();
   absl::StatusOr<std::span<float>> staging =
@@ -260,9 +260,7 @@ grpc::Status PsService::ReadFrames(grpc::ServerContext* ctx, const v1::PullReque
                                    std::shared_ptr<const PullFrames>* out) {
   const uint64_t incarnation = shard_.options().incarnation;
   if (req.incarnation() != 0 && req.incarnation() != incarnation) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat("parameter server restarted (incarnation ", incarnation,
-                                     ", caller has ", req.incarnation(), "); re-register"));
+    return ToGrpc(StaleIncarnationError(incarnation, req.incarnation()));
   }
   const int worker = req.worker();
   if (worker < kObserver || worker >= shard_.options().num_workers) {

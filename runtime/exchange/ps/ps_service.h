@@ -23,6 +23,7 @@
 #include <grpcpp/impl/service_type.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,8 +56,8 @@ class PsService final : public grpc::Service {
   PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr);
 
   // The port of this shard's direct TCP data plane (PsDataServer), told to
-  // workers at registration; 0 (the default) advertises none. Set before
-  // serving.
+  // workers at registration; 0 (the default) advertises none. May change
+  // while serving (tests point workers at another data plane).
   void set_data_port(int port) { data_port_ = port; }
   // Whether to tell workers the data plane takes fp16 steps (true: every
   // PsDataServer does). False only acts as a shard from before that did.
@@ -115,7 +116,7 @@ class PsService final : public grpc::Service {
   PsShard& shard_;
   const std::string token_;
   metrics::RuntimeMetrics* const metrics_;
-  int data_port_ = 0;
+  std::atomic<int> data_port_{0};
   bool data_plane_fp16_ = true;
   std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
   std::shared_ptr<const PullFrames> pull_frames_;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::ps {
@@ -172,7 +173,9 @@ absl::StatusOr<std::span<float>> PsShard::BeginStaging(int worker, int64_t step,
     return absl::UnavailableError(absl::StrCat(w.name, " already has a push in flight"));
   }
   if (!initialize && !initialized_) {
-    return absl::FailedPreconditionError("the shard has no parameters yet (not initialised)");
+    return WithPsRefusal(
+        absl::FailedPreconditionError("the shard has no parameters yet (not initialised)"),
+        PsRefusal::kUninitialised);
   }
   if (!initialize && w.accepted) {
     // A restarted worker repeating the step it had already contributed.

@@ -6,6 +6,7 @@
 // restarted behind a silent connection ends soon. Also the wire format's checks.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/tcp_link.h"
 #include "tests/support/wait_for.h"
@@ -82,6 +84,8 @@ class Shard {
     if (data_ != nullptr) data_->Stop();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
+  // Tells workers registering from now on to use this data port.
+  void Advertise(int port) { service_->set_data_port(port); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string data_address() const { return "127.0.0.1:" + std::to_string(data_->port()); }
   PsShard& shard() { return *shard_; }
@@ -443,7 +447,27 @@ TEST_F(DataPlaneRefusals, OldIncarnationIsToldToReRegister) {
   absl::StatusOr<wire::Answer> a = w.Hello(0, kIncarnation + 1, "t");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->refusal, PsRefusal::kStaleIncarnation);
   EXPECT_THAT(w.message(), HasSubstr("re-register"));
+}
+
+TEST_F(DataPlaneRefusals, APeerOfAnotherVersionIsRefusedNamingBoth) {
+  wire::HelloBytes v1 = wire::EncodeHello(wire::Hello{0, kIncarnation, 1});
+  v1[4] = 1;  // the version field, little-endian, of a version-1 worker
+  absl::StatusOr<exchange::TcpConnection> c =
+      exchange::TcpConnection::Connect(shard_.data_address(), 5, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto check = [] { return absl::OkStatus(); };
+  ASSERT_TRUE(c->SendAll(v1.data(), v1.size(), "t", 1, check).ok());
+  wire::AnswerBytes b;
+  ASSERT_TRUE(c->RecvAll(b.data(), b.size(), check).ok());
+  absl::StatusOr<wire::Answer> a = wire::DecodeAnswer(b);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->refusal, PsRefusal::kNone);
+  std::string message(a->message_bytes, '\0');
+  ASSERT_TRUE(c->RecvAll(message.data(), message.size(), check).ok());
+  EXPECT_EQ(message, "PS data-plane version 1 is not this server's 2");
 }
 
 TEST_F(DataPlaneRefusals, CorruptPushCommitsNothing) {
@@ -1047,6 +1071,109 @@ TEST_F(WaitingStep, KeepsWaitingOnTheSameShard) {
   absl::StatusOr<PullReply> got = Outcome();
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), Not(HasSubstr("restarted")));
+}
+
+TEST(DataPlaneWireTest, TheAnswerCarriesTheRefusalByte) {
+  for (PsRefusal r : {PsRefusal::kNone, PsRefusal::kStaleIncarnation, PsRefusal::kUninitialised}) {
+    wire::Answer a;
+    a.code = absl::StatusCode::kFailedPrecondition;
+    a.refusal = r;
+    a.message_bytes = 3;
+    const wire::AnswerBytes b = wire::EncodeAnswer(a);
+    EXPECT_EQ(b[48], static_cast<uint8_t>(r));
+    absl::StatusOr<wire::Answer> back = wire::DecodeAnswer(b);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->refusal, r);
+    EXPECT_EQ(back->code, absl::StatusCode::kFailedPrecondition);
+  }
+  wire::AnswerBytes unknown = wire::EncodeAnswer(wire::Answer{});
+  unknown[48] = 3;
+  EXPECT_THAT(std::string(wire::DecodeAnswer(unknown).status().message()),
+              HasSubstr("unknown refusal 3"));
+  wire::AnswerBytes reserved = wire::EncodeAnswer(wire::Answer{});
+  reserved[63] = 1;
+  EXPECT_EQ(wire::DecodeAnswer(reserved).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Through the worker's client: the refusal byte becomes the status payload.
+TEST(PsDataPlaneTest, RefusalsArriveTypedThroughTheClient) {
+  Shard s("async", "t", /*tcp=*/true);
+  PsShardClient c("ps-0", s.address(), "t");
+  v1::RegisterRequest r;
+  r.set_worker(0);
+  r.set_num_params(kParams);
+  ASSERT_TRUE(c.Register(r, std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(c.data_plane_active());
+  std::vector<float> params(kParams);
+  absl::StatusOr<PullReply> got = PushPullTo(c, kIncarnation, params);  // never initialised
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PsRefusalOf(got.status()), PsRefusal::kUninitialised) << got.status();
+  got = PushPullTo(c, kIncarnation + 1, params);  // refused at the hello
+  EXPECT_EQ(PsRefusalOf(got.status()), PsRefusal::kStaleIncarnation) << got.status();
+  EXPECT_TRUE(c.data_plane_active()) << "the refusals came over the data plane";
+}
+
+// A data port that refuses the first hello as from an old incarnation, with
+// `text` and `refusal`, then points the shard's registrations at its real
+// data plane.
+absl::StatusOr<int64_t> StepPastAFakeRefusal(PsRefusal refusal, const std::string& text,
+                                             std::vector<std::string>* logs, Shard& s) {
+  absl::StatusOr<exchange::TcpListener> listener = exchange::TcpListener::Listen("127.0.0.1", 0);
+  if (!listener.ok()) return listener.status();
+  s.Advertise(listener->port());
+  std::atomic<bool> done{false};
+  std::thread fake([&] {
+    const auto check = [&] { return done ? absl::CancelledError("") : absl::OkStatus(); };
+    absl::StatusOr<exchange::TcpConnection> c = listener->Accept(20, check);
+    if (!c.ok()) return;
+    wire::HelloBytes hello;
+    std::string token(1, '\0');
+    if (!c->RecvAll(hello.data(), hello.size(), check).ok()) return;
+    if (!c->RecvAll(token.data(), token.size(), check).ok()) return;
+    wire::Answer a;
+    a.code = absl::StatusCode::kFailedPrecondition;
+    a.refusal = refusal;
+    a.incarnation = kIncarnation;
+    a.message_bytes = static_cast<uint32_t>(text.size());
+    s.Advertise(s.data().port());
+    const wire::AnswerBytes b = wire::EncodeAnswer(a);
+    (void)c->SendAll(b.data(), b.size(), text.data(), text.size(), check);
+  });
+  RealClock clock;
+  PsExchange w(Options(s, 0, "async", "t"), clock,
+               [&](const std::string& l) { logs->push_back(l); });
+  std::vector<float> p(kParams, 1.0f), g(kParams, 0.5f);
+  absl::StatusOr<int64_t> out = w.Start(p);
+  if (out.ok()) out = w.Step(0, g, p);
+  done = true;
+  fake.join();
+  return out;
+}
+
+TEST(PsDataPlaneTest, AWorkerReRegistersOnTheTypedRefusalWhateverItsText) {
+  Shard s("async", "t", /*tcp=*/true);
+  std::vector<std::string> logs;
+  absl::StatusOr<int64_t> n = StepPastAFakeRefusal(
+      PsRefusal::kStaleIncarnation, "words nobody parses (no re-r-word here)", &logs, s);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(s.shard().Status().applied_pushes(), 1) << "the step went to the real data plane";
+  EXPECT_TRUE(std::any_of(logs.begin(), logs.end(), [](const std::string& l) {
+    return absl::StrContains(l, "words nobody parses");
+  })) << "the refusal was taken as a restart";
+  EXPECT_FALSE(std::any_of(logs.begin(), logs.end(), [](const std::string& l) {
+    return absl::StrContains(l, "lost ");
+  })) << "re-registered at once, not after losing the shard";
+}
+
+TEST(PsDataPlaneTest, TheOldTextWithoutTheTypedRefusalIsNoRestart) {
+  Shard s("async", "t", /*tcp=*/true);
+  std::vector<std::string> logs;
+  absl::StatusOr<int64_t> n = StepPastAFakeRefusal(
+      PsRefusal::kNone, "parameter server restarted (incarnation 1, caller has 2); re-register",
+      &logs, s);
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kFailedPrecondition) << n.status();
+  EXPECT_EQ(s.shard().Status().applied_pushes(), 0);
 }
 
 TEST(DataPlaneWireTest, RoundTripsAndRefusesWhatIsNotItsOwn) {

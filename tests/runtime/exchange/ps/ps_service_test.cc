@@ -19,6 +19,7 @@
 #include "runtime/exchange/checkpoint.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
+#include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "tests/support/temp_files.h"
 
@@ -157,6 +158,40 @@ TEST(PsService, CallsWithoutTheJobTokenAreUnauthenticated) {
   EXPECT_EQ(ps.shard().Status().rejected_pushes(), 2);
 }
 
+v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t incarnation);
+
+// Over gRPC a refusal the worker acts on arrives typed (PsRefusalOf), on
+// every call that can carry it: a stale incarnation on Push, Pull and
+// PushPull, a shard without parameters on Push and PushPull.
+TEST(PsService, RefusalsTheWorkerActsOnArriveTyped) {
+  TestShard ps(0, 1, "async", "");
+  PsShardClient c("ps-0", ps.address(), "");
+  const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
+  const std::vector<float> g(kParams, 0.5f);
+  std::vector<float> out(kParams);
+  bool pushed = false;
+  // Registered, never initialised.
+  absl::StatusOr<v1::PushResponse> s = c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kUninitialised) << s.status();
+  absl::StatusOr<PullReply> r =
+      c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kUninitialised) << r.status();
+  // Another incarnation.
+  s = c.Send(false, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kStaleIncarnation) << s.status();
+  r = c.Pull(PullFor(0, 0, 0, inc + 1), out, 0);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation) << r.status();
+  r = c.PushPull(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
+                 &pushed);
+  EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation) << r.status();
+  // Other refusals carry none.
+  s = c.Send(false, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kNone);
+}
+
 TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   TestShard ps(0, 1, "sync", "");
   PsShardClient c("ps-0", ps.address(), "");
@@ -191,6 +226,7 @@ TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   // A stale incarnation is told to re-register.
   s = c.Send(false, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kStaleIncarnation);
 
   absl::StatusOr<v1::StatusResponse> st = c.GetStatus(std::chrono::seconds(5));
   ASSERT_TRUE(st.ok());
@@ -379,6 +415,7 @@ TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
                  &pushed);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("re-register"));
+  EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation);
 
   EXPECT_EQ(ps.shard().Status().global_step(), 0);
   EXPECT_EQ(ps.shard().Status().rejected_pushes(), 3);
