@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/allreduce/rendezvous_incomplete.h"
 #include "runtime/exchange/grpc_util.h"
 
 namespace kubetrain::allreduce {
@@ -57,11 +58,9 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
     const absl::Status as = exchange::FromGrpc(s);
     switch (s.error_code()) {
       case grpc::StatusCode::DEADLINE_EXCEEDED:
-        // The server's own deadline names the missing ranks; a client-side
-        // one is just this attempt's slice.
-        if (!s.error_message().empty() && s.error_message().find("missing") != std::string::npos) {
-          return absl::UnavailableError(s.error_message());
-        }
+        // The server's own deadline (typed, naming the missing ranks); a
+        // client-side one is just this attempt's slice.
+        if (IsRendezvousIncomplete(as)) return absl::UnavailableError(as.message());
         break;
       case grpc::StatusCode::UNAUTHENTICATED:
       case grpc::StatusCode::INVALID_ARGUMENT:

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/exchange/allreduce/rendezvous_incomplete.h"
 #include "runtime/exchange/grpc_util.h"
 
 namespace kubetrain::allreduce {
@@ -112,10 +113,11 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
   const uint64_t incarnation = req->incarnation();
   while (!formed_ && !closed_ && !ctx->IsCancelled() && r.info.incarnation() == incarnation) {
     if (clock_.NowSeconds() - first_join_ > options_.join_timeout_seconds) {
-      return grpc::Status(
-          grpc::StatusCode::DEADLINE_EXCEEDED,
+      const std::string missing = MissingRanks();
+      return exchange::ToGrpc(RendezvousIncompleteError(
           absl::StrCat("the allreduce world did not form within ", options_.join_timeout_seconds,
-                       "s (--rendezvous-timeout); missing: ", MissingRanks()));
+                       "s (--rendezvous-timeout); missing: ", missing),
+          missing));
     }
     cv_.wait_for(l, std::chrono::milliseconds(200));
   }

@@ -9,7 +9,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/allreduce/rendezvous_client.h"
+#include "runtime/exchange/allreduce/rendezvous_incomplete.h"
 #include "runtime/exchange/allreduce/rendezvous_server.h"
+#include "runtime/exchange/grpc_util.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::allreduce {
@@ -91,6 +93,15 @@ TEST(Rendezvous, AMissingRankIsNamedAfterTheTimeout) {
     EXPECT_EQ(joined[i].status().code(), absl::StatusCode::kUnavailable);  // retryable
     EXPECT_THAT(std::string(joined[i].status().message()), HasSubstr("missing: worker-2"));
   }
+}
+
+// The mark, not the words: a deadline whose text says "missing" is no
+// rendezvous timeout, and the mark survives the gRPC status.
+TEST(Rendezvous, TheServersTimeoutIsTypedNotWorded) {
+  EXPECT_FALSE(IsRendezvousIncomplete(absl::DeadlineExceededError("missing: worker-2")));
+  const absl::Status marked = RendezvousIncompleteError("did not form", "worker-2");
+  EXPECT_TRUE(IsRendezvousIncomplete(marked));
+  EXPECT_TRUE(IsRendezvousIncomplete(exchange::FromGrpc(exchange::ToGrpc(marked))));
 }
 
 TEST(Rendezvous, AWrongTokenIsRefused) {
