@@ -5,6 +5,11 @@
 
 namespace kubetrain::api {
 
+// Where the runtime's servers (the parameter server, the allreduce
+// rendezvous) listen unless told otherwise: every address, on the default
+// kubetrain-port (training_job.h's kDefaultPort; ports_test checks they agree).
+inline constexpr char kDefaultListenAddress[] = "0.0.0.0:2222";
+
 // The runtime serves Prometheus metrics here unless $KUBETRAIN_METRICS_PORT
 // says otherwise; the operator's pods declare it and its progress poller
 // scrapes it when a pod has no prometheus.io/port annotation.

@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/ports.h"
 #include "kubetrain/clock.h"
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/allreduce/bucket_plan.h"
@@ -72,7 +73,7 @@ struct AllreduceExchangeOptions {
   // Rank 0's rendezvous address (host:port, its kubetrain-port). Rank 0
   // listens on rendezvous_listen_address and dials itself on loopback.
   std::string rendezvous_address;
-  std::string rendezvous_listen_address = "0.0.0.0:2222";
+  std::string rendezvous_listen_address = api::kDefaultListenAddress;
   // Data plane: listen on an ephemeral port of data_listen_host; peers dial
   // data_advertise_host (this replica's Service name) at that port.
   std::string data_listen_host = "0.0.0.0";

@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/ports.h"
 #include "kubetrain/clock.h"
 #include "kubetrain/v1/collective.grpc.pb.h"
 
 namespace kubetrain::allreduce {
 
 struct RendezvousServerOptions {
-  std::string listen_address = "0.0.0.0:2222";
+  std::string listen_address = api::kDefaultListenAddress;
   std::vector<std::string> names;  // replica name of each rank; size = world
   std::string token;               // api::kEnvJobToken; empty: no check
   uint64_t generation = 1;         // rank 0's incarnation

@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "api/ports.h"
 #include "kubetrain/clock.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/metrics/runtime_metrics.h"
@@ -21,7 +22,7 @@
 namespace kubetrain::ps {
 
 struct PsServerOptions {
-  std::string listen_address = "0.0.0.0:2222";
+  std::string listen_address = api::kDefaultListenAddress;
   PsShardOptions shard;
   std::string token;  // api::kEnvJobToken; empty disables the check
   double peer_timeout_seconds = 120;
