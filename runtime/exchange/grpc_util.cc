@@ -2,8 +2,8 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "api/env_vars.h"
 #include "kubetrain/v1/status.pb.h"
+#include "runtime/exchange/job_token.h"
 
 namespace kubetrain::exchange {
 
@@ -11,9 +11,9 @@ grpc::Status CheckToken(const grpc::ServerContext& ctx, const std::string& token
   if (token.empty()) return grpc::Status::OK;
   const auto& md = ctx.client_metadata();
   auto it = md.find(kTokenMetadataKey);
-  if (it == md.end() || std::string(it->second.data(), it->second.size()) != token) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
+  if (it == md.end() ||
+      !JobTokenAccepted(token, absl::string_view(it->second.data(), it->second.size()))) {
+    return ToGrpc(WrongJobTokenError());
   }
   return grpc::Status::OK;
 }

@@ -1,7 +1,7 @@
 #include "runtime/exchange/allreduce/ring_handshake.h"
 
 #include "absl/strings/str_cat.h"
-#include "api/env_vars.h"
+#include "runtime/exchange/job_token.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -37,10 +37,7 @@ absl::Status ReceiveHandshake(exchange::TcpConnection& conn, int expected_rank, 
   }
   std::string theirs(got.token_bytes, '\0');
   if (absl::Status s = conn.RecvAll(theirs.data(), theirs.size(), check); !s.ok()) return s;
-  if (theirs != token) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
-  }
+  if (!exchange::JobTokenAccepted(token, theirs)) return exchange::WrongJobTokenError();
   if (got.generation != generation || static_cast<int>(got.rank) != expected_rank) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", got.rank, " of generation ", got.generation,

@@ -18,7 +18,7 @@ absl::Status SendHandshake(exchange::TcpConnection& conn, int rank, uint64_t gen
                            const std::string& token, const exchange::IoCheck& check);
 
 // OK when the caller is `expected_rank` of `generation` with `token`;
-// PermissionDenied for a wrong token, FailedPrecondition for another rank
+// Unauthenticated for a wrong token (job_token.h), FailedPrecondition for another rank
 // or generation, InvalidArgument for bytes that are no handshake. `check`
 // bounds the wait (the caller's deadline).
 absl::Status ReceiveHandshake(exchange::TcpConnection& conn, int expected_rank, uint64_t generation,

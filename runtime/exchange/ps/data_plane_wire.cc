@@ -256,11 +256,4 @@ absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b) {
   return r.Get<uint32_t>();
 }
 
-bool TokensEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 }  // namespace kubetrain::ps::data_plane

@@ -151,8 +151,7 @@ bool StartsAnAnswer(const FrameBytes& b);
 TrailerBytes EncodeTrailer(uint32_t crc);
 absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b);
 
-// Compares tokens in time that does not depend on where they differ.
-bool TokensEqual(const std::string& a, const std::string& b);
+// The hello's token is checked by exchange::JobTokenAccepted (job_token.h).
 
 }  // namespace kubetrain::ps::data_plane
 

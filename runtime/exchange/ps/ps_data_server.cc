@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "api/env_vars.h"
 #include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/half_float.h"
+#include "runtime/exchange/job_token.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -187,9 +187,8 @@ void PsDataServer::Serve(Connection& c) {
   }
   std::string token(hello->token_bytes, '\0');
   if (!conn.RecvAll(token.data(), token.size(), hello_check).ok()) return;
-  if (!token_.empty() && !wire::TokensEqual(token, token_)) {
-    const absl::Status denied = absl::UnauthenticatedError(
-        absl::StrCat("missing or wrong job token (", api::kEnvJobToken, ")"));
+  if (!exchange::JobTokenAccepted(token_, token)) {
+    const absl::Status denied = exchange::WrongJobTokenError();
     shard_.CountRejected(
         metrics::RejectReason::kBadToken,
         absl::StrCat("data-plane connection of worker ", hello->worker, ": ", denied.message()));

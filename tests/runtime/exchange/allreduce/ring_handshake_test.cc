@@ -31,8 +31,8 @@ TEST(RingHandshake, TheLeftNeighbourWithTheTokenGetsIn) {
 }
 
 TEST(RingHandshake, AWrongOrMissingTokenIsRefused) {
-  EXPECT_EQ(Try(2, 77, "guess").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(Try(2, 77, "").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Try(2, 77, "guess").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Try(2, 77, "").code(), absl::StatusCode::kUnauthenticated);
 }
 
 TEST(RingHandshake, AnotherRankOrGenerationIsRefused) {
