@@ -44,7 +44,7 @@ find_source() {
       { say "KUBETRAIN_KUBE_CONTROL_PLANE=$KUBETRAIN_KUBE_CONTROL_PLANE has no bin/kube-apiserver(.xz)"; return 1; }
     echo "tool $(cd "$KUBETRAIN_KUBE_CONTROL_PLANE" && pwd)"
   elif [ -n "${KUBETRAIN_KUBE_CONTROL_PLANE:-}" ]; then
-    echo "none KUBETRAIN_KUBE_CONTROL_PLANE=$KUBETRAIN_KUBE_CONTROL_PLANE does not exist, and neither KUBETRAIN_TEST_KUBECONFIG nor KUBEBUILDER_ASSETS is set"
+    echo "none no control plane: KUBETRAIN_KUBE_CONTROL_PLANE=$KUBETRAIN_KUBE_CONTROL_PLANE does not exist, and neither KUBETRAIN_TEST_KUBECONFIG nor KUBEBUILDER_ASSETS is set"
   else
     echo "none no control plane: set KUBETRAIN_TEST_KUBECONFIG (an existing cluster), KUBEBUILDER_ASSETS (kube-apiserver and etcd binaries) or KUBETRAIN_KUBE_CONTROL_PLANE"
   fi
