@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/stop_signals.h"
 #include "kubetrain/clock.h"
 #include "operator/controller/training_job_controller.h"
 #include "operator/health_server.h"
@@ -81,60 +82,6 @@ class StopEvent {
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
   int exit_code_ ABSL_GUARDED_BY(mu_) = 0;
   std::string reason_ ABSL_GUARDED_BY(mu_);
-};
-
-// SIGTERM and SIGINT are blocked in every thread (main blocks them before
-// starting any); this thread takes them with sigwait(). The first asks for a
-// clean shutdown; a second one, while shutting down, exits at once.
-class SignalThread {
- public:
-  SignalThread(StopEvent& stop, kubetrain::kube::Logger& logger)
-      : stop_(stop), logger_(logger), thread_([this] { Loop(); }) {}
-  ~SignalThread() {
-    done_.store(true);
-    // Wakes sigwait(): the signal is blocked, so it goes to that call.
-    pthread_kill(thread_.native_handle(), SIGTERM);
-    thread_.join();
-  }
-  SignalThread(const SignalThread&) = delete;
-  SignalThread& operator=(const SignalThread&) = delete;
-
-  static void BlockInThisThread() {
-    sigset_t set = Signals();
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  }
-
- private:
-  static sigset_t Signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    return set;
-  }
-
-  void Loop() {
-    const sigset_t set = Signals();
-    int received = 0;
-    while (true) {
-      int sig = 0;
-      if (sigwait(&set, &sig) != 0) continue;
-      if (done_.load()) return;
-      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
-      if (++received > 1) {
-        logger_.Error(kLog,
-                      absl::StrCat("received ", name, " again while shutting down: exiting now"));
-        std::_Exit(1);
-      }
-      logger_.Info(kLog, absl::StrCat("received ", name, ": shutting down"));
-      stop_.Request(0, absl::StrCat("received ", name));
-    }
-  }
-
-  StopEvent& stop_;
-  kubetrain::kube::Logger& logger_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;  // last: starts once the fields above exist
 };
 
 // Runs TrainingJobController::Start() on a thread of its own (it blocks
@@ -219,7 +166,18 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
                            ", nodes watched: ", o.watch_nodes ? "yes" : "no"));
 
   StopEvent stop;
-  SignalThread signals(stop, logger);
+  // The first SIGTERM or SIGINT asks for a clean shutdown; a second one, while
+  // shutting down, exits at once.
+  kubetrain::base::StopSignalThread signals([&stop, &logger](int sig, int count) {
+    const char* name = kubetrain::base::StopSignals::Name(sig);
+    if (count > 1) {
+      logger.Error(kLog,
+                   absl::StrCat("received ", name, " again while shutting down: exiting now"));
+      std::_Exit(1);
+    }
+    logger.Info(kLog, absl::StrCat("received ", name, ": shutting down"));
+    stop.Request(0, absl::StrCat("received ", name));
+  });
   kube::RealConfigEnvironment env;
   kubetrain::RealClock clock;
 
@@ -417,8 +375,8 @@ void TuneMalloc() {
 
 int main(int argc, char** argv) {
   // Before any thread exists, so every thread inherits the mask and only
-  // SignalThread takes SIGTERM/SIGINT.
-  SignalThread::BlockInThisThread();
+  // the StopSignalThread takes SIGTERM/SIGINT.
+  kubetrain::base::StopSignals::Block();
   TuneMalloc();
 
   const std::vector<std::string> args(argv, argv + argc);

@@ -15,6 +15,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/stop_signals.h"
 #include "tests/support/kube_emulator.h"
 
 int main(int argc, char** argv) {
@@ -33,11 +35,7 @@ int main(int argc, char** argv) {
                  "Volcano PodGroup CRDs)");
   CLI11_PARSE(app, argc, argv);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+  kubetrain::base::StopSignals::Block();  // before any thread starts
 
   kubetrain::testing::KubeEmulatorOptions options;
   options.port = port;
@@ -66,8 +64,9 @@ int main(int argc, char** argv) {
   std::cerr << "kubetrain-api-emulator: serving the Kubernetes API on " << url << " (kubeconfig "
             << kubeconfig << ")" << std::endl;
   int sig = 0;
-  sigwait(&signals, &sig);
-  std::cerr << "kubetrain-api-emulator: signal " << sig << ": stopping" << std::endl;
+  while (sig == 0) sig = kubetrain::base::StopSignals::Wait(absl::Hours(1));
+  std::cerr << "kubetrain-api-emulator: " << kubetrain::base::StopSignals::Name(sig) << ": stopping"
+            << std::endl;
   emulator->reset();
   std::cerr << "kubetrain-api-emulator: stopped" << std::endl;
   return 0;

@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/stop_signals.h"
 #include "kubetrain/clock.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"
@@ -37,29 +38,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// SIGINT and SIGTERM are blocked in every thread and taken by one thread
-// that calls `on_signal` once; created before any other thread.
-class SignalWatcher {
- public:
-  SignalWatcher() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  // Starts the waiting thread; it lives until the process exits.
-  void Start(std::function<void()> on_signal) {
-    std::thread([set = set_, on_signal = std::move(on_signal)] {
-      int signal = 0;
-      sigwait(&set, &signal);
-      on_signal();
-    }).detach();
-  }
-
- private:
-  sigset_t set_;
-};
-
 struct Common {
   std::string kubeconfig;
   std::string context;
@@ -69,7 +47,8 @@ struct Common {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  SignalWatcher signals;
+  // Before any thread: SIGINT and SIGTERM are taken by a StopSignalThread.
+  base::StopSignals::Block();
   CLI::App app{"kubectl kubetrain: logs, top and describe for kubetrain TrainingJobs",
                "kubectl-kubetrain"};
   app.require_subcommand(1);
@@ -166,13 +145,13 @@ int Main(int argc, char** argv) {
     options.container = logs.container;
     options.only = logs.only;
     LogFollower follower(api, out, std::cerr, options);
-    signals.Start([&follower] { follower.Stop(); });
+    base::StopSignalThread signals([&follower](int, int) { follower.Stop(); });
     absl::Status status = follower.Run();
     return status.ok() ? 0 : Fail(status);
   }
   if (top_cmd->parsed()) {
     absl::Notification stop;
-    signals.Start([&stop] {
+    base::StopSignalThread signals([&stop](int, int) {
       if (!stop.HasBeenNotified()) stop.Notify();
     });
     std::map<std::string, ReplicaMetrics> previous;

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/stop_signals.h"
 #include "kubetrain/clock.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"
@@ -173,12 +174,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals go to sigtimedwait below, which is also the loop's sleep.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals go to StopSignals::Wait below, which is also the loop's sleep.
+  kubetrain::base::StopSignals::Block();
 
   kube::RealConfigEnvironment env;
   kubetrain::RealClock clock;
@@ -283,8 +280,7 @@ int main(int argc, char** argv) {
     const std::string error = s.ok() ? "" : std::string(s.message());
     if (error != last_error && !error.empty()) logger.Warning(kLog, absl::StrCat("pass: ", error));
     last_error = error;
-    timespec ts = absl::ToTimespec(interval);
-    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    const int sig = kubetrain::base::StopSignals::Wait(interval);
     if (sig == SIGTERM || sig == SIGINT) {
       logger.Info(kLog, absl::StrCat("signal ", sig, ": stopping every pod"));
       break;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/exit_codes.h"
+#include "base/stop_signals.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/tcp_link.h"
@@ -17,11 +18,7 @@ namespace kubetrain::ps {
 
 int RunParameterServer(const PsServerOptions& options, const Clock& clock,
                        const std::function<void(const std::string&)>& log) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  base::StopSignals::Block();  // taken below, by the loop's sleep
 
   PsShardOptions shard_options = options.shard;
   if (shard_options.incarnation == 0) {
@@ -91,7 +88,6 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   if (options.on_listening) options.on_listening(port);
 
   int exit_code = kExitSuccess;
-  const timespec poll = {0, 200 * 1000 * 1000};
   // After the workers finish, an evaluator (expected from the cluster spec,
   // or seen polling) gets up to this long to be told so before the PS goes
   // away: it may be between evaluations or still starting, which on a loaded
@@ -106,7 +102,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
       options.metrics->SetStalledPeers(static_cast<int>(shard.SilentWorkers(stalled_after).size()));
       options.metrics->SetGlobalStep(shard.global_step());
     }
-    const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+    const int sig = base::StopSignals::Wait(absl::Milliseconds(200));
     if (sig > 0) {
       log(absl::StrCat("received signal ", sig, "; checkpointing and stopping"));
       exit_code = ExitForSignal(sig);
