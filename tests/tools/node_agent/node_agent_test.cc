@@ -21,8 +21,8 @@ namespace {
 
 using Json = nlohmann::json;
 using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 class FakeNetwork final : public PodNetwork {
  public:
