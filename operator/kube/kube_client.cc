@@ -296,19 +296,9 @@ absl::StatusOr<std::unique_ptr<WatchStream>> KubeClient::Watch(const ResourceTyp
   absl::Duration idle =
       absl::Seconds(options.timeout_seconds > 0 ? options.timeout_seconds : 1800) +
       absl::Seconds(30);
-  ++requests_;
-  absl::StatusOr<StreamResponse> response =
-      transport_->OpenStream(HttpRequest{"GET", target, "", ""}, idle);
-  if (!response.ok()) {
-    ++errors_;
-    return NetworkError(what, response.status().message());
-  }
-  if (response->status < 200 || response->status >= 300) {
-    ++errors_;
-    return StatusFromHttp(response->status, response->error.body, response->error.retry_after,
-                          what);
-  }
-  return std::make_unique<WatchStream>(std::move(response->stream), what);
+  absl::StatusOr<std::unique_ptr<HttpStream>> stream = OpenGetStream(target, idle);
+  if (!stream.ok()) return stream.status();
+  return std::make_unique<WatchStream>(*std::move(stream), what);
 }
 
 absl::StatusOr<std::string> KubeClient::GetText(absl::string_view target) {
@@ -317,10 +307,15 @@ absl::StatusOr<std::string> KubeClient::GetText(absl::string_view target) {
 
 absl::StatusOr<std::unique_ptr<HttpStream>> KubeClient::StreamText(absl::string_view target,
                                                                    absl::Duration idle_timeout) {
-  std::string what = absl::StrCat("GET ", target);
+  return OpenGetStream(std::string(target), idle_timeout);
+}
+
+absl::StatusOr<std::unique_ptr<HttpStream>> KubeClient::OpenGetStream(const std::string& target,
+                                                                      absl::Duration idle_timeout) {
+  const std::string what = absl::StrCat("GET ", target);
   ++requests_;
   absl::StatusOr<StreamResponse> response =
-      transport_->OpenStream(HttpRequest{"GET", std::string(target), "", ""}, idle_timeout);
+      transport_->OpenStream(HttpRequest{"GET", target, "", ""}, idle_timeout);
   if (!response.ok()) {
     ++errors_;
     return NetworkError(what, response.status().message());

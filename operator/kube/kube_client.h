@@ -165,6 +165,10 @@ class KubeClient {
   absl::StatusOr<Json> Call(const HttpRequest& request, bool idempotent);
   // Call's retries, without parsing the body.
   absl::StatusOr<std::string> CallRaw(const HttpRequest& request, bool idempotent);
+  // A GET whose body is read as it comes (Watch, StreamText): counted, and a
+  // non-2xx answer or a network error as a typed status, once (no retry).
+  absl::StatusOr<std::unique_ptr<HttpStream>> OpenGetStream(const std::string& target,
+                                                            absl::Duration idle_timeout);
 
   std::unique_ptr<HttpTransport> transport_;
   const RetryPolicy retry_;

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/support/kube_emulator.h"
 #include "tests/support/kube_emulator_client.h"
+#include "tests/support/self_signed_cert.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/wait_for.h"
 #include "tools/node_agent/kubelet_server.h"
@@ -25,27 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using json = nlohmann::json;
-
-void WriteSelfSigned(const data::testing_util::TempDir& dir) {
-  EVP_PKEY* key = EVP_EC_gen("prime256v1");
-  ASSERT_NE(key, nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_set_issuer_name(cert, X509_get_subject_name(cert));
-  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
-  FILE* c = fopen(dir.File("cert.pem").c_str(), "w");
-  FILE* k = fopen(dir.File("key.pem").c_str(), "w");
-  ASSERT_TRUE(c != nullptr && k != nullptr);
-  PEM_write_X509(c, cert);
-  PEM_write_PrivateKey(k, key, nullptr, nullptr, 0, nullptr, nullptr);
-  fclose(c);
-  fclose(k);
-  X509_free(cert);
-  EVP_PKEY_free(key);
-}
 
 TEST(PreferredNodeAddressTest, FollowsTheApiServersDefaultOrder) {
   OrderedJson node = {{"metadata", {{"labels", {{"kubernetes.io/hostname", "n1"}}}}},
@@ -68,7 +48,7 @@ class PodProxyTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<KubeEmulator>> emu = KubeEmulator::Start();
     ASSERT_TRUE(emu.ok()) << emu.status();
     emu_ = std::move(*emu);
-    WriteSelfSigned(dir_);
+    testing_util::WriteSelfSignedCert(dir_);
     node_agent::KubeletServerOptions o;
     o.cert_file = dir_.File("cert.pem");
     o.key_file = dir_.File("key.pem");

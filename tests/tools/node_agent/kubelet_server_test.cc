@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "tests/support/self_signed_cert.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/wait_for.h"
 
@@ -22,31 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-// A self-signed EC certificate and its key, as PEM files in `dir`.
-void WriteSelfSigned(const data::testing_util::TempDir& dir) {
-  EVP_PKEY* key = EVP_EC_gen("prime256v1");
-  ASSERT_NE(key, nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("kubetrain-node"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
-  FILE* c = fopen(dir.File("cert.pem").c_str(), "w");
-  FILE* k = fopen(dir.File("key.pem").c_str(), "w");
-  ASSERT_TRUE(c != nullptr && k != nullptr);
-  PEM_write_X509(c, cert);
-  PEM_write_PrivateKey(k, key, nullptr, nullptr, 0, nullptr, nullptr);
-  fclose(c);
-  fclose(k);
-  X509_free(cert);
-  EVP_PKEY_free(key);
-}
 
 // A TLS client that does not verify the server, as kube-apiserver without
 // --kubelet-certificate-authority.
@@ -101,7 +77,7 @@ class Client {
 class KubeletServerTest : public ::testing::Test {
  protected:
   void StartServer(KubeletServer::Handler handler) {
-    WriteSelfSigned(dir_);
+    testing_util::WriteSelfSignedCert(dir_);
     KubeletServerOptions o;
     o.cert_file = dir_.File("cert.pem");
     o.key_file = dir_.File("key.pem");
