@@ -1,5 +1,7 @@
 #include "runtime/exchange/allreduce/ring_handshake.h"
 
+#include <cstddef>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/job_token.h"
 
@@ -9,38 +11,53 @@ namespace {
 constexpr uint32_t kHandshakeMagic = 0x4b545248;  // "KTRH"
 constexpr uint32_t kMaxTokenBytes = 4096;
 
-struct Handshake {
-  uint32_t magic;
-  uint32_t rank;
-  uint64_t generation;
-  uint32_t token_bytes;
-  uint32_t reserved;
-};
-static_assert(sizeof(Handshake) == 24);
+constexpr size_t kHeaderBytes = 24;
+
+void PutU32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+void PutU64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint32_t GetU32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{p[i]} << (8 * i);
+  return v;
+}
+uint64_t GetU64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
 
 }  // namespace
 
 absl::Status SendHandshake(exchange::TcpConnection& conn, int rank, uint64_t generation,
                            const std::string& token, const exchange::IoCheck& check) {
-  Handshake h{kHandshakeMagic, static_cast<uint32_t>(rank), generation,
-              static_cast<uint32_t>(token.size()), 0};
-  if (absl::Status s = conn.SendAll(&h, sizeof(h), check); !s.ok()) return s;
+  unsigned char h[kHeaderBytes] = {};
+  PutU32(h, kHandshakeMagic);
+  PutU32(h + 4, static_cast<uint32_t>(rank));
+  PutU64(h + 8, generation);
+  PutU32(h + 16, static_cast<uint32_t>(token.size()));
+  if (absl::Status s = conn.SendAll(h, sizeof(h), check); !s.ok()) return s;
   return conn.SendAll(token.data(), token.size(), check);
 }
 
 absl::Status ReceiveHandshake(exchange::TcpConnection& conn, int expected_rank, uint64_t generation,
                               const std::string& token, const exchange::IoCheck& check) {
-  Handshake got{};
-  if (absl::Status s = conn.RecvAll(&got, sizeof(got), check); !s.ok()) return s;
-  if (got.magic != kHandshakeMagic || got.token_bytes > kMaxTokenBytes) {
+  unsigned char h[kHeaderBytes];
+  if (absl::Status s = conn.RecvAll(h, sizeof(h), check); !s.ok()) return s;
+  const uint32_t magic = GetU32(h), rank = GetU32(h + 4), token_bytes = GetU32(h + 16);
+  const uint64_t their_generation = GetU64(h + 8);
+  if (magic != kHandshakeMagic || token_bytes > kMaxTokenBytes || GetU32(h + 20) != 0) {
     return absl::InvalidArgumentError("not a kubetrain allreduce handshake");
   }
-  std::string theirs(got.token_bytes, '\0');
+  std::string theirs(token_bytes, '\0');
   if (absl::Status s = conn.RecvAll(theirs.data(), theirs.size(), check); !s.ok()) return s;
   if (!exchange::JobTokenAccepted(token, theirs)) return exchange::WrongJobTokenError();
-  if (got.generation != generation || static_cast<int>(got.rank) != expected_rank) {
+  if (their_generation != generation || static_cast<int>(rank) != expected_rank) {
     return absl::FailedPreconditionError(
-        absl::StrCat("rank ", got.rank, " of generation ", got.generation,
+        absl::StrCat("rank ", rank, " of generation ", their_generation,
                      " is not this ring's left neighbour (rank ", expected_rank, " of generation ",
                      generation, ")"));
   }

@@ -3,6 +3,14 @@
 // (the job token). The acceptor refuses a connection that is not its left
 // neighbour of this generation with the job token, so the token guards the
 // data plane as it guards the gRPC services. Functions are thread-safe.
+//
+// The format (integers little-endian, whatever the host's order):
+//   offset 0   u32  magic 0x4b545248 ("KTRH")
+//          4   u32  rank of the caller
+//          8   u64  generation (rank 0's rendezvous incarnation)
+//         16   u32  token length N (at most 4096)
+//         20   u32  reserved, 0
+//         24   N bytes: the job token
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_HANDSHAKE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_HANDSHAKE_H_
 

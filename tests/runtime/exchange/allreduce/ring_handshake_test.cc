@@ -50,6 +50,26 @@ TEST(RingHandshake, BytesThatAreNoHandshakeAreRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The bytes on the wire are the documented little-endian layout, whatever
+// the host's byte order (ring_handshake.h).
+TEST(RingHandshake, TheWireFormatIsLittleEndianAsDocumented) {
+  auto [caller, acceptor] = Pair();
+  ASSERT_TRUE(SendHandshake(caller, 3, 0x0102030405060708, "tk", nullptr).ok());
+  unsigned char got[26];
+  ASSERT_TRUE(acceptor.RecvAll(got, sizeof(got), nullptr).ok());
+  const unsigned char want[26] = {'H', 'R', 'T', 'K', 3, 0, 0, 0, 8, 7, 6, 5,   4,
+                                  3,   2,   1,   2,   0, 0, 0, 0, 0, 0, 0, 't', 'k'};
+  for (size_t i = 0; i < sizeof(want); ++i) EXPECT_EQ(got[i], want[i]) << "byte " << i;
+}
+
+TEST(RingHandshake, ANonZeroReservedFieldIsNoHandshake) {
+  auto [caller, acceptor] = Pair();
+  unsigned char h[24] = {'H', 'R', 'T', 'K', 2, 0, 0, 0, 77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  ASSERT_TRUE(caller.SendAll(h, sizeof(h), nullptr).ok());
+  EXPECT_EQ(ReceiveHandshake(acceptor, 2, 77, "", nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RingHandshake, ASilentCallerIsDroppedAtTheCallersDeadline) {
   auto [caller, acceptor] = Pair();
   int polls = 0;
