@@ -39,7 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/training_job.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/kube_client.h"

@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model.h"
 #include "runtime/nn/model_spec.h"

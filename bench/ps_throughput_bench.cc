@@ -55,7 +55,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/exchange/crc32c.h"
 #include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_data_server.h"

@@ -1,11 +1,9 @@
-# Include roots shared by every kubetrain library:
-#   #include "kubetrain/clock.h"        (public runtime API)
-#   #include "runtime/nn/dense.h"       (internal, from the repository root)
+# The include root shared by every kubetrain library: the repository root,
+#   #include "base/clock.h"
+#   #include "runtime/nn/dense.h"
 add_library(kubetrain_headers INTERFACE)
 add_library(kubetrain::headers ALIAS kubetrain_headers)
-target_include_directories(kubetrain_headers INTERFACE
-  "${PROJECT_SOURCE_DIR}/runtime/include"
-  "${PROJECT_SOURCE_DIR}")
+target_include_directories(kubetrain_headers INTERFACE "${PROJECT_SOURCE_DIR}")
 target_link_libraries(kubetrain_headers INTERFACE absl::status absl::statusor absl::strings)
 
 # kubetrain_library(<part> [HDRS ...] SOURCES ... DEPS ...) -> static

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/env_vars.h"
 #include "api/ports.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/tensor/denormals.h"

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 
 namespace kubetrain::controller {
 

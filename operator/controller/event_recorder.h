@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 

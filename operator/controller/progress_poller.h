@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/controller/prometheus_text.h"
 #include "operator/controller/stall_tracker.h"
 #include "operator/kube/kube_client.h"

@@ -35,7 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/controller/action_runner.h"
 #include "operator/controller/event_recorder.h"
 #include "operator/controller/expectations.h"

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/controller/action_runner.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/progress_poller.h"

@@ -15,7 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 
 namespace kubetrain::kube {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/http_transport.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/token_source.h"

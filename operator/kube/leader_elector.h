@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/clock_waiter.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"

@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "kubetrain/check.h"
+#include "base/check.h"
 
 namespace kubetrain::kube {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 
 namespace kubetrain::kube {
 

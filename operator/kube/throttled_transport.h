@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/clock_waiter.h"
 #include "operator/kube/http_transport.h"
 

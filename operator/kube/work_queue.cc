@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "kubetrain/check.h"
+#include "base/check.h"
 
 namespace kubetrain::kube {
 

@@ -39,7 +39,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/clock_waiter.h"
 #include "operator/kube/rate_limiter.h"
 

@@ -1,6 +1,6 @@
 #include "runtime/nn/layer.h"
 
-#include "kubetrain/check.h"
+#include "base/check.h"
 
 namespace kubetrain::nn {
 

@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kubetrain/check.h"
+#include "base/check.h"
 #include "runtime/nn/dropout.h"
 #include "runtime/tensor/cpu_device.h"
 

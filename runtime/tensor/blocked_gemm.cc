@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kubetrain/check.h"
+#include "base/check.h"
 #include "runtime/tensor/parallel_for.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -1,6 +1,6 @@
 #include "runtime/tensor/flat_buffer.h"
 
-#include "kubetrain/check.h"
+#include "base/check.h"
 
 namespace kubetrain {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kubetrain/check.h"
+#include "base/check.h"
 #include "runtime/tensor/kernels/cpu_clones.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 

@@ -9,7 +9,7 @@
 #include <ostream>
 
 #include "absl/status/statusor.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/train/train_options.h"
 
 namespace kubetrain::train {

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/data/dataset.h"
 #include "runtime/exchange/exchange.h"
 #include "runtime/exchange/replica_reducer.h"

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 LAYERS = {
-    'runtime': ['runtime/include', 'runtime/tensor runtime/data runtime/metrics runtime/launcher',
+    'runtime': ['runtime/tensor runtime/data runtime/metrics runtime/launcher',
                 'runtime/nn', 'runtime/exchange', 'runtime/train', 'runtime'],
     'operator': ['operator/kube', 'operator/controller', 'operator/metrics', 'operator'],
 }
@@ -33,9 +33,6 @@ KNOWN = {
     ('runtime/tensor', 'runtime/nn'): 'GEMM/conv kernels live in runtime/nn/kernels: move them under runtime/tensor/kernels',
     ('runtime/exchange', 'runtime/train'): 'optimizers and LR schedules live in runtime/train: a runtime/optim below exchange',
     ('api', 'operator/kube'): 'object-name and YAML/JSON helpers: move them to base/',
-    ('operator', 'runtime/include'): 'kubetrain/clock.h and check.h: move them to base/',
-    ('operator/controller', 'runtime/include'): 'kubetrain/clock.h: move it to base/',
-    ('operator/kube', 'runtime/include'): 'kubetrain/clock.h: move it to base/',
     ('bench', 'tests'): 'test helpers: a testing/ library that bench links openly',
     ('tools/api_emulator', 'tests'): 'the emulator lives in tests/support: a testing/ library',
 }
@@ -91,8 +88,6 @@ def main():
                 if not m:
                     continue
                 target = m.group(1)
-                if not os.path.exists(target) and os.path.exists('runtime/include/' + target):
-                    target = 'runtime/include/' + target
                 if not os.path.exists(target):
                     continue  # a system or generated header
                 b = component(target)

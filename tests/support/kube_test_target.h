@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
 #include "tests/support/kube_emulator.h"

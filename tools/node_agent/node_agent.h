@@ -46,7 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "api/cluster_spec.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/logger.h"
 #include "tools/node_agent/node_api.h"
 #include "tools/node_agent/pod_fit.h"

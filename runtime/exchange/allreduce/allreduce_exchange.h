@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "api/ports.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/allreduce/bucket_plan.h"
 #include "runtime/exchange/allreduce/collective.h"

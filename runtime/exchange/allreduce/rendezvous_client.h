@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "kubetrain/v1/collective.grpc.pb.h"
 
 namespace kubetrain::allreduce {

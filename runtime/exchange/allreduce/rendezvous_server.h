@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/ports.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "kubetrain/v1/collective.grpc.pb.h"
 
 namespace kubetrain::allreduce {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/exchange.h"
 #include "runtime/exchange/ps/exchange_mode.h"

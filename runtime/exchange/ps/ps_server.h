@@ -15,7 +15,7 @@
 #include <string>
 
 #include "api/ports.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/metrics/runtime_metrics.h"
 

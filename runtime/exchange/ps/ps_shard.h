@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/ps/consistency_rule.h"
 #include "runtime/exchange/ps/exchange_mode.h"

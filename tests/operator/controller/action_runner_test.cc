@@ -10,7 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::controller {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/training_job_controller.h"
 #include "operator/kube/kube_client.h"

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
-#include "kubetrain/clock.h"
 #include "operator/kube/logger.h"
 #include "tests/operator/kube/fake_http_transport.h"
 

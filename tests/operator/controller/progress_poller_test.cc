@@ -23,7 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/object.h"
 #include "tests/support/kube_test_target.h"

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/object.h"
 #include "tests/operator/kube/fake_http_transport.h"
 #include "tests/support/kube_test_target.h"

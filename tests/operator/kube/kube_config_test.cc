@@ -7,7 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/token_source.h"
 
 namespace kubetrain::kube {

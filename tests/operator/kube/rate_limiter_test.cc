@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
-#include "kubetrain/clock.h"
 
 namespace kubetrain::kube {
 namespace {

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kubetrain/clock.h"
 #include "tests/operator/kube/fake_http_transport.h"
 #include "tests/support/wait_for.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"

@@ -16,8 +16,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
-#include "kubetrain/clock.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/health_server.h"
 #include "operator/kube/rate_limiter.h"
 #include "operator/kube/work_queue.h"

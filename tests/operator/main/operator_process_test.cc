@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "kubetrain/clock.h"
+#include "base/clock.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"

@@ -3,8 +3,8 @@
 // Debian's abseil predates absl/log, so this is the project's own.
 //   KT_CHECK(n > 0) << "batch " << n;
 //   KT_CHECK_EQ(a.size(), b.size());
-#ifndef KUBETRAIN_CHECK_H_
-#define KUBETRAIN_CHECK_H_
+#ifndef KUBETRAIN_BASE_CHECK_H_
+#define KUBETRAIN_BASE_CHECK_H_
 
 #include <cstdlib>
 #include <iostream>
@@ -46,4 +46,4 @@ struct Voidify {
 #define KT_CHECK_GE(a, b) KT_CHECK_OP(a, >=, b)
 #define KT_CHECK_LT(a, b) KT_CHECK_OP(a, <, b)
 
-#endif  // KUBETRAIN_CHECK_H_
+#endif  // KUBETRAIN_BASE_CHECK_H_

@@ -1,7 +1,7 @@
 // Clock: the only source of time for the runtime and the operator, so tests
 // can control it. Implementations must be thread-safe.
-#ifndef KUBETRAIN_CLOCK_H_
-#define KUBETRAIN_CLOCK_H_
+#ifndef KUBETRAIN_BASE_CLOCK_H_
+#define KUBETRAIN_BASE_CLOCK_H_
 
 #include <algorithm>
 #include <atomic>
@@ -89,4 +89,4 @@ class FakeClock final : public Clock {
 
 }  // namespace kubetrain
 
-#endif  // KUBETRAIN_CLOCK_H_
+#endif  // KUBETRAIN_BASE_CLOCK_H_
