@@ -22,8 +22,8 @@
 #include "runtime/nn/model.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/nn/softmax_cross_entropy.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/tensor/aligned_buffer.h"
-#include "runtime/train/optimizer.h"
 
 namespace kubetrain {
 namespace {
@@ -41,10 +41,10 @@ void BM_MlpStep(benchmark::State& state) {
   }
   nn::Model& model = **loaded;
   model.InitParams(42);
-  train::OptimizerOptions o;
+  optim::OptimizerOptions o;
   o.kind = "sgd";
   o.momentum = 0.9f;
-  std::unique_ptr<train::Optimizer> opt = *train::MakeOptimizer(o, model.params().size());
+  std::unique_ptr<optim::Optimizer> opt = *optim::MakeOptimizer(o, model.params().size());
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
   AlignedBuffer features(static_cast<size_t>(kBatch * 784));

@@ -24,10 +24,10 @@
 #include "runtime/nn/model.h"
 #include "runtime/nn/model_spec.h"
 #include "runtime/nn/softmax_cross_entropy.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/tensor/aligned_buffer.h"
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/tensor_view.h"
-#include "runtime/train/optimizer.h"
 
 namespace kubetrain {
 namespace {
@@ -130,11 +130,11 @@ void BM_TrainStep(benchmark::State& state, const std::string& model_name) {
   nn::Model& model = **loaded;
   model.InitParams(kSeed);
 
-  train::OptimizerOptions opt_options;
+  optim::OptimizerOptions opt_options;
   opt_options.kind = "sgd";
   opt_options.momentum = 0.9f;
-  absl::StatusOr<std::unique_ptr<train::Optimizer>> optimizer =
-      train::MakeOptimizer(opt_options, model.params().size(), &model.device());
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
+      optim::MakeOptimizer(opt_options, model.params().size(), &model.device());
   if (!optimizer.ok()) {
     state.SkipWithError(optimizer.status().ToString().c_str());
     return;

@@ -26,7 +26,7 @@ absl::StatusOr<int64_t> LocalExchange::Step(int64_t step, std::span<const float>
 std::optional<DeviceStepPlan> LocalExchange::UseDeviceScalars(const kernels::StepScalars* scalars) {
   optimizer_->UseDeviceScalars(scalars);
   if (scalars == nullptr) return std::nullopt;
-  return DeviceStepPlan{train::MakeUpdatePlan(schedule_.plan(), optimizer_->options()),
+  return DeviceStepPlan{optim::MakeUpdatePlan(schedule_.plan(), optimizer_->options()),
                         optimizer_->steps()};
 }
 

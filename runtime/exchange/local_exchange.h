@@ -6,14 +6,14 @@
 #include <memory>
 
 #include "runtime/exchange/exchange.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/optimizer.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
 
 namespace kubetrain::exchange {
 
 class LocalExchange final : public Exchange {
  public:
-  LocalExchange(std::unique_ptr<train::Optimizer> optimizer, train::LrSchedule schedule)
+  LocalExchange(std::unique_ptr<optim::Optimizer> optimizer, optim::LrSchedule schedule)
       : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)) {}
 
   std::string name() const override { return "local"; }
@@ -28,8 +28,8 @@ class LocalExchange final : public Exchange {
   float LearningRate(int64_t step) const { return schedule_.At(step); }
 
  private:
-  std::unique_ptr<train::Optimizer> optimizer_;
-  train::LrSchedule schedule_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  optim::LrSchedule schedule_;
 };
 
 }  // namespace kubetrain::exchange

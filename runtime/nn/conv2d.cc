@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/nn/init.h"
-#include "runtime/nn/kernels/relu.h"
 #include "runtime/tensor/blas.h"
+#include "runtime/tensor/kernels/relu.h"
 #include "runtime/tensor/parallel_for.h"
 
 namespace kubetrain::nn {

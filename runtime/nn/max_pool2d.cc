@@ -2,7 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/nn/kernels/max_pool.h"
+#include "runtime/tensor/kernels/max_pool.h"
 
 namespace kubetrain::nn {
 

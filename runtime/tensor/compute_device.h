@@ -3,7 +3,7 @@
 // ParallelFor thread pool) and the CUDA device (cuda/cuda_device.h: cuBLAS
 // and kernels, everything on one stream); OpenComputeDevice (device.h)
 // picks one at start. Element-wise and reduction logic is written once, as
-// host/device kernels (runtime/tensor/kernels/, runtime/nn/kernels/), which
+// host/device kernels (runtime/tensor/kernels/, runtime/tensor/kernels/), which
 // both implementations run.
 //
 // Every pointer argument lives in this device's memory unless its name
@@ -23,13 +23,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/nn/kernels/max_pool.h"
 #include "runtime/tensor/blas.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/device_buffer.h"
 #include "runtime/tensor/device_event.h"
 #include "runtime/tensor/kernels/dropout_mask.h"
 #include "runtime/tensor/kernels/im2col.h"
+#include "runtime/tensor/kernels/max_pool.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 #include "runtime/tensor/kernels/step_scalars.h"
 
@@ -107,10 +107,10 @@ class ComputeDevice {
 
   virtual void ReluForward(const float* x, float* y, int64_t n) = 0;
   virtual void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) = 0;
-  virtual void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
+  virtual void MaxPoolForward(const kernels::MaxPoolGeometry& g, int64_t images, const float* x,
                               float* y, int32_t* argmax) = 0;
-  virtual void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images,
-                               const float* gy, const int32_t* argmax, float* gx) = 0;
+  virtual void MaxPoolBackward(const kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+                               const int32_t* argmax, float* gx) = 0;
   // col for `images` images starting at x; gx for `images` images from dcol.
   virtual void Im2Col(const kernels::ConvShape& g, int64_t images, const float* x, float* col) = 0;
   virtual void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol,

@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/nn/kernels/relu.h"
 #include "runtime/tensor/blocked_gemm.h"
 #include "runtime/tensor/kernels/cpu_clones.h"
+#include "runtime/tensor/kernels/relu.h"
 #include "runtime/tensor/kernels/rows.h"
 #include "runtime/tensor/kernels/softmax_cross_entropy.h"
 #include "runtime/tensor/parallel_for.h"
@@ -24,15 +24,15 @@ constexpr size_t kAlignment = 64;
 void FreeHost(void* p) { std::free(p); }
 
 // CPU launch wrappers: the kernels vectorised for the CPU's best ISA.
-KT_CPU_CLONES void MaxPoolForwardImages(const nn::kernels::MaxPoolGeometry& g, int64_t begin,
+KT_CPU_CLONES void MaxPoolForwardImages(const kernels::MaxPoolGeometry& g, int64_t begin,
                                         int64_t end, const float* x, float* y, int32_t* argmax) {
-  nn::kernels::MaxPoolForward(g, begin, end, x, y, argmax);
+  kernels::MaxPoolForward(g, begin, end, x, y, argmax);
 }
 
-KT_CPU_CLONES void MaxPoolBackwardImages(const nn::kernels::MaxPoolGeometry& g, int64_t begin,
+KT_CPU_CLONES void MaxPoolBackwardImages(const kernels::MaxPoolGeometry& g, int64_t begin,
                                          int64_t end, const float* gy, const int32_t* argmax,
                                          float* gx) {
-  nn::kernels::MaxPoolBackward(g, begin, end, gy, argmax, gx);
+  kernels::MaxPoolBackward(g, begin, end, gy, argmax, gx);
 }
 
 KT_CPU_CLONES void SgdRange(const kernels::SgdParams& o, int64_t begin, int64_t end, float* p,
@@ -133,24 +133,24 @@ void CpuDevice::Scale(float* x, int64_t n, float s) {
 
 void CpuDevice::ReluForward(const float* x, float* y, int64_t n) {
   ParallelFor(n, kElementGrain,
-              [&](int, int64_t begin, int64_t end) { nn::kernels::ReluForward(begin, end, x, y); });
+              [&](int, int64_t begin, int64_t end) { kernels::ReluForward(begin, end, x, y); });
 }
 
 void CpuDevice::ReluBackward(const float* x, const float* gy, float* gx, int64_t n) {
   ParallelFor(n, kElementGrain, [&](int, int64_t begin, int64_t end) {
-    nn::kernels::ReluBackward(begin, end, x, gy, gx);
+    kernels::ReluBackward(begin, end, x, gy, gx);
   });
 }
 
-void CpuDevice::MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images,
-                               const float* x, float* y, int32_t* argmax) {
+void CpuDevice::MaxPoolForward(const kernels::MaxPoolGeometry& g, int64_t images, const float* x,
+                               float* y, int32_t* argmax) {
   ParallelFor(images, 1, [&](int, int64_t begin, int64_t end) {
     MaxPoolForwardImages(g, begin, end, x, y, argmax);
   });
 }
 
-void CpuDevice::MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images,
-                                const float* gy, const int32_t* argmax, float* gx) {
+void CpuDevice::MaxPoolBackward(const kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+                                const int32_t* argmax, float* gx) {
   ParallelFor(images, 1, [&](int, int64_t begin, int64_t end) {
     MaxPoolBackwardImages(g, begin, end, gy, argmax, gx);
   });

@@ -47,9 +47,9 @@ class CpuDevice final : public ComputeDevice {
   void Scale(float* x, int64_t n, float s) override;
   void ReluForward(const float* x, float* y, int64_t n) override;
   void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) override;
-  void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
-                      float* y, int32_t* argmax) override;
-  void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+  void MaxPoolForward(const kernels::MaxPoolGeometry& g, int64_t images, const float* x, float* y,
+                      int32_t* argmax) override;
+  void MaxPoolBackward(const kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
                        const int32_t* argmax, float* gx) override;
   void Im2Col(const kernels::ConvShape& g, int64_t images, const float* x, float* col) override;
   void Col2Im(const kernels::ConvShape& g, int64_t images, const float* dcol, float* gx) override;

@@ -179,7 +179,7 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
     err << "kubetrain: error: TF_CONFIG: a ps needs workers in the cluster spec" << std::endl;
     return kExitPermanent;
   }
-  if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) {
+  if (absl::Status s = optim::ValidateOptimizerOptions(o.optimizer); !s.ok()) {
     err << "kubetrain: error: " << s.message() << std::endl;
     return kExitPermanent;
   }
@@ -253,14 +253,14 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
     return fail(s);
   }
   nn::Model* const model = &pod->model();
-  if (absl::Status s = ValidateOptimizerOptions(o.optimizer); !s.ok()) return fail(s);
+  if (absl::Status s = optim::ValidateOptimizerOptions(o.optimizer); !s.ok()) return fail(s);
   absl::StatusOr<int64_t> per_epoch =
       BatchesPerEpoch(train.size(), rank, role.num_workers, o.trainer.batch_size);
   if (!per_epoch.ok()) return fail(per_epoch.status());
   const int64_t total_steps = *per_epoch * o.trainer.epochs;
-  LrScheduleOptions lr = o.lr;
+  optim::LrScheduleOptions lr = o.lr;
   if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps, 1);
-  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
+  absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return fail(schedule.status());
 
   allreduce::AllreduceExchangeOptions ao;
@@ -376,9 +376,9 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
                              " shard=", role.worker_id, "/", role.num_workers, " train=",
                              train.size(), " ps=", role.ps.size(), " mode=", mode.ToString()));
   ps::PsExchange exchange(eo, clock, [&progress](const std::string& m) { progress.Info(m); });
-  LrScheduleOptions lr = o.lr;
+  optim::LrScheduleOptions lr = o.lr;
   lr.total_steps = std::max<int64_t>(eo.total_steps, 1);
-  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
+  absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return fail(schedule.status());
   TrainerOptions to = o.trainer;
   to.shard_index = role.worker_id;
@@ -496,19 +496,19 @@ absl::StatusOr<TrainResult> RunTrainingWith(const TrainCommandOptions& o,
   progress.Info(absl::StrCat("model ", o.model, " params=", model->num_params(),
                              " blas_threads=", BlasThreads()));
 
-  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-      MakeOptimizer(o.optimizer, static_cast<size_t>(model->num_params()), &model->device());
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
+      optim::MakeOptimizer(o.optimizer, static_cast<size_t>(model->num_params()), &model->device());
   if (!optimizer.ok()) return optimizer.status();
 
   // The schedule spans the whole run; cosine needs the step count.
-  LrScheduleOptions lr = o.lr;
+  optim::LrScheduleOptions lr = o.lr;
   if (lr.total_steps == 0) {
     absl::StatusOr<int64_t> per_epoch = BatchesPerEpoch(train.size(), o.trainer.shard_index,
                                                         o.trainer.num_shards, o.trainer.batch_size);
     if (!per_epoch.ok()) return per_epoch.status();
     lr.total_steps = *per_epoch * o.trainer.epochs;
   }
-  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(lr);
+  absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();
 
   exchange::LocalExchange exchange(*std::move(optimizer), *schedule);

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "api/ports.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/optimizer.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/train/trainer.h"
 
 namespace kubetrain::train {
@@ -63,8 +63,8 @@ struct TrainCommandOptions {
   std::string replica_index;
   double start_time_unix_seconds = 0;  // kubetrain_start_time_seconds
   TrainerOptions trainer;
-  OptimizerOptions optimizer;
-  LrScheduleOptions lr;
+  optim::OptimizerOptions optimizer;
+  optim::LrScheduleOptions lr;
   TrainCommandOptions() {
     optimizer.kind = "sgd";
     optimizer.momentum = 0.9f;

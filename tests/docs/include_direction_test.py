@@ -23,15 +23,13 @@ import sys
 
 LAYERS = {
     'runtime': ['runtime/tensor runtime/data runtime/metrics runtime/launcher',
-                'runtime/nn', 'runtime/exchange', 'runtime/train', 'runtime'],
+                'runtime/nn runtime/optim', 'runtime/exchange', 'runtime/train', 'runtime'],
     'operator': ['operator/kube', 'operator/controller', 'operator/metrics', 'operator'],
 }
 BOTTOM = {'base': 0, 'proto': 0, 'api': 1}
 
 # (from, to): why it is there and what removes it.
 KNOWN = {
-    ('runtime/tensor', 'runtime/nn'): 'GEMM/conv kernels live in runtime/nn/kernels: move them under runtime/tensor/kernels',
-    ('runtime/exchange', 'runtime/train'): 'optimizers and LR schedules live in runtime/train: a runtime/optim below exchange',
     ('api', 'operator/kube'): 'object-name and YAML/JSON helpers: move them to base/',
     ('bench', 'tests'): 'test helpers: a testing/ library that bench links openly',
     ('tools/api_emulator', 'tests'): 'the emulator lives in tests/support: a testing/ library',

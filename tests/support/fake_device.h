@@ -141,11 +141,11 @@ class FakeDevice final : public ComputeDevice {
   void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) override {
     Do([=, this] { cpu_.ReluBackward(x, gy, gx, n); });
   }
-  void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
-                      float* y, int32_t* argmax) override {
+  void MaxPoolForward(const kernels::MaxPoolGeometry& g, int64_t images, const float* x, float* y,
+                      int32_t* argmax) override {
     Do([=, this] { cpu_.MaxPoolForward(g, images, x, y, argmax); });
   }
-  void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+  void MaxPoolBackward(const kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
                        const int32_t* argmax, float* gx) override {
     Do([=, this] { cpu_.MaxPoolBackward(g, images, gy, argmax, gx); });
   }

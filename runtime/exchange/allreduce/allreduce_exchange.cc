@@ -31,7 +31,7 @@ size_t Bytes(size_t floats) { return floats * sizeof(float); }
 
 }  // namespace
 
-AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, train::LrSchedule schedule,
+AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, optim::LrSchedule schedule,
                                      const Clock& clock,
                                      std::function<void(const std::string&)> log)
     : options_(std::move(options)),
@@ -97,8 +97,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
     return s;
   }
   // The optimizer's state lives where the parameters do, and it runs there.
-  absl::StatusOr<std::unique_ptr<train::Optimizer>> opt =
-      train::MakeOptimizer(options_.optimizer, params.size(), device_);
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt =
+      optim::MakeOptimizer(options_.optimizer, params.size(), device_);
   if (!opt.ok()) return opt.status();
   optimizer_ = *std::move(opt);
 
@@ -720,7 +720,7 @@ std::optional<exchange::DeviceStepPlan> AllreduceExchange::UseDeviceScalars(
   if (optimizer_ == nullptr || mode_ != Mode::kSolo) return std::nullopt;
   optimizer_->UseDeviceScalars(scalars);
   if (scalars == nullptr) return std::nullopt;
-  return exchange::DeviceStepPlan{train::MakeUpdatePlan(schedule_.plan(), options_.optimizer),
+  return exchange::DeviceStepPlan{optim::MakeUpdatePlan(schedule_.plan(), options_.optimizer),
                                   optimizer_->steps()};
 }
 

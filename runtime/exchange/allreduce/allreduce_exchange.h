@@ -58,9 +58,9 @@
 #include "runtime/exchange/allreduce/rendezvous_server.h"
 #include "runtime/exchange/exchange.h"
 #include "runtime/metrics/runtime_metrics.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/tensor/compute_device.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/optimizer.h"
 
 namespace kubetrain::allreduce {
 
@@ -95,7 +95,7 @@ struct AllreduceExchangeOptions {
   // rank 0's NCCL id); it is then treated as compiled in.
   std::function<absl::StatusOr<std::unique_ptr<DeviceCollective>>(int, int, const std::string&)>
       device_collective_for_test;
-  train::OptimizerOptions optimizer;
+  optim::OptimizerOptions optimizer;
   int64_t total_steps = 0;     // recorded in checkpoints
   std::string checkpoint_dir;  // rank 0; empty: no checkpoints, no resume
   int64_t checkpoint_every_steps = 500;
@@ -107,7 +107,7 @@ struct AllreduceExchangeOptions {
 
 class AllreduceExchange final : public exchange::Exchange {
  public:
-  AllreduceExchange(AllreduceExchangeOptions options, train::LrSchedule schedule,
+  AllreduceExchange(AllreduceExchangeOptions options, optim::LrSchedule schedule,
                     const Clock& clock, std::function<void(const std::string&)> log);
   ~AllreduceExchange() override;
 
@@ -175,7 +175,7 @@ class AllreduceExchange final : public exchange::Exchange {
   };
 
   const AllreduceExchangeOptions options_;
-  const train::LrSchedule schedule_;
+  const optim::LrSchedule schedule_;
   const Clock& clock_;
   const std::function<void(const std::string&)> log_;
   const uint64_t incarnation_;
@@ -189,7 +189,7 @@ class AllreduceExchange final : public exchange::Exchange {
   std::unique_ptr<RendezvousClient> client_;
   std::unique_ptr<Collective> ring_;
   std::unique_ptr<DeviceCollective> device_collective_;
-  std::unique_ptr<train::Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<BucketPlan> plan_;
   DeviceBuffer reduced_;  // the summed gradient, in the device's memory (not kSolo)
   DeviceBuffer scalars_;  // 8 floats of device memory: the broadcast meta, the final barrier

@@ -70,7 +70,7 @@ absl::Status PsShard::EnsureLayoutLocked(int64_t num_params) {
   params_pool_ = ReusePool<AlignedBuffer>();
   params_ = params_pool_.Writable(nullptr, [n] { return std::make_shared<AlignedBuffer>(n); });
   for (Worker& w : workers_) w.slot = AlignedBuffer(n);
-  absl::StatusOr<std::unique_ptr<train::Optimizer>> opt = train::MakeOptimizer(opt_.optimizer, n);
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = optim::MakeOptimizer(opt_.optimizer, n);
   if (!opt.ok()) return opt.status();
   optimizer_ = *std::move(opt);
   optimizer_state_.clear();
@@ -112,9 +112,9 @@ absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
   for (int i = 0; i < h.worker_clocks_size() && i < static_cast<int>(workers_.size()); ++i) {
     workers_[i].clock = h.worker_clocks(i);
   }
-  train::LrScheduleOptions lr = opt_.lr;
+  optim::LrScheduleOptions lr = opt_.lr;
   if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps_, 1);
-  absl::StatusOr<train::LrSchedule> schedule = train::LrSchedule::Create(lr);
+  absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();
   schedule_ = *schedule;
   initialized_ = true;
@@ -210,9 +210,9 @@ absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t
       return absl::InvalidArgumentError("initial parameters contain NaN/Inf");
     }
   }
-  train::LrScheduleOptions lr = opt_.lr;
+  optim::LrScheduleOptions lr = opt_.lr;
   if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps, 1);
-  absl::StatusOr<train::LrSchedule> schedule = train::LrSchedule::Create(lr);
+  absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return schedule.status();
   schedule_ = *schedule;
   std::copy(w.slot.data(), w.slot.data() + w.slot.size(), MutableParamsLocked().data());
@@ -256,7 +256,7 @@ void PsShard::ApplyLocked(std::span<const float> grad) {
   ++applied_;
 }
 
-void PsShard::ApplyLocked(train::Optimizer::GradientBlocks fill) {
+void PsShard::ApplyLocked(optim::Optimizer::GradientBlocks fill) {
   const ScopedFlushDenormals flush;
   optimizer_->ApplyBlocks(MutableParamsLocked(), fill, schedule_->At(global_step_));
   ++global_step_;

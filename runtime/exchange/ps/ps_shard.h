@@ -29,9 +29,9 @@
 #include "runtime/exchange/ps/reuse_pool.h"
 #include "runtime/exchange/ps/shard_range.h"
 #include "runtime/metrics/runtime_metrics.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/tensor/aligned_buffer.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/optimizer.h"
 
 namespace kubetrain::ps {
 
@@ -45,8 +45,8 @@ struct PsShardOptions {
   bool expect_observer = false;  // for logs ("worker-1"); default "worker <id>"
   ExchangeMode mode;
   int replicas_to_aggregate = 0;  // sync: gradients per update (0 = num_workers)
-  train::OptimizerOptions optimizer;
-  train::LrScheduleOptions lr;  // total_steps comes from Initialize when 0
+  optim::OptimizerOptions optimizer;
+  optim::LrScheduleOptions lr;  // total_steps comes from Initialize when 0
   std::string checkpoint_dir;   // empty: no checkpoints
   int64_t checkpoint_every_steps = 0;
   double checkpoint_every_seconds = 0;
@@ -232,7 +232,7 @@ class PsShard {
   absl::Status EnsureLayoutLocked(int64_t num_params);
   void ApplyLocked(std::span<const float> grad);
   // The same, with the gradient made block by block (a sync step's sum).
-  void ApplyLocked(train::Optimizer::GradientBlocks fill);
+  void ApplyLocked(optim::Optimizer::GradientBlocks fill);
   // Pipelined mode: applies every chunk all non-finished workers have
   // delivered, and commits the round once all are.
   void AdvanceRoundLocked();
@@ -273,11 +273,11 @@ class PsShard {
   uint64_t committed_attempt_ = 0;  // the attempt of the last committed round
   int64_t num_chunks_ = 0;
   int64_t chunk_values_ = 0;
-  std::unique_ptr<train::Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   // Its state buffers (fixed once made), for the rounds' per-chunk undo
   // without a State() call per chunk.
   std::vector<std::span<float>> optimizer_state_;
-  std::optional<train::LrSchedule> schedule_;
+  std::optional<optim::LrSchedule> schedule_;
   std::vector<Worker> workers_;
   int accepted_count_ = 0;
   int done_count_ = 0;

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/nn/kernels/max_pool.h"
-#include "runtime/nn/kernels/relu.h"
 #include "runtime/tensor/cuda/cuda_device.h"
 #include "runtime/tensor/kernels/dropout_mask.h"
 #include "runtime/tensor/kernels/im2col.h"
+#include "runtime/tensor/kernels/max_pool.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
+#include "runtime/tensor/kernels/relu.h"
 #include "runtime/tensor/kernels/rows.h"
 #include "runtime/tensor/kernels/softmax_cross_entropy.h"
 
@@ -420,24 +420,24 @@ class CudaDevice final : public ComputeDevice {
   }
 
   void ReluForward(const float* x, float* y, int64_t n) override {
-    Launch(n, [=] __device__(int64_t i) { nn::kernels::ReluForward(i, i + 1, x, y); });
+    Launch(n, [=] __device__(int64_t i) { kernels::ReluForward(i, i + 1, x, y); });
   }
 
   void ReluBackward(const float* x, const float* gy, float* gx, int64_t n) override {
-    Launch(n, [=] __device__(int64_t i) { nn::kernels::ReluBackward(i, i + 1, x, gy, gx); });
+    Launch(n, [=] __device__(int64_t i) { kernels::ReluBackward(i, i + 1, x, gy, gx); });
   }
 
-  void MaxPoolForward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* x,
-                      float* y, int32_t* argmax) override {
+  void MaxPoolForward(const kernels::MaxPoolGeometry& g, int64_t images, const float* x, float* y,
+                      int32_t* argmax) override {
     Launch(images * g.out_image(), [=] __device__(int64_t i) {
-      nn::kernels::MaxPoolForwardElements(g, i, i + 1, x, y, argmax);
+      kernels::MaxPoolForwardElements(g, i, i + 1, x, y, argmax);
     });
   }
 
-  void MaxPoolBackward(const nn::kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
+  void MaxPoolBackward(const kernels::MaxPoolGeometry& g, int64_t images, const float* gy,
                        const int32_t* argmax, float* gx) override {
     Launch(images * g.in_image(), [=] __device__(int64_t i) {
-      nn::kernels::MaxPoolBackwardElements(g, i, i + 1, gy, argmax, gx);
+      kernels::MaxPoolBackwardElements(g, i, i + 1, gy, argmax, gx);
     });
   }
 

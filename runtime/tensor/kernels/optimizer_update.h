@@ -1,7 +1,7 @@
 // Fused optimizer updates over the parameter range [begin, end): one pass
 // reads the gradient and the state and writes the parameter and the state.
 // Host/device kernels (host_device.h); the expressions are those of
-// runtime/train/optimizer.cc, so both devices compute the same update.
+// runtime/optim/optimizer.cc, so both devices compute the same update.
 // Pure functions: thread-safe for disjoint ranges.
 #ifndef KUBETRAIN_RUNTIME_TENSOR_KERNELS_OPTIMIZER_UPDATE_H_
 #define KUBETRAIN_RUNTIME_TENSOR_KERNELS_OPTIMIZER_UPDATE_H_

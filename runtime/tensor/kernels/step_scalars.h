@@ -24,7 +24,7 @@ namespace kubetrain::kernels {
 
 enum class LrKind : int32_t { kConstant = 0, kStep = 1, kCosine = 2 };
 
-// A learning-rate schedule (runtime/train/lr_schedule.h) as plain values.
+// A learning-rate schedule (runtime/optim/lr_schedule.h) as plain values.
 struct LrPlan {
   LrKind kind = LrKind::kConstant;
   float base_lr = 0;
@@ -57,7 +57,7 @@ KT_HOST_DEVICE inline float ScheduledLr(const LrPlan& o, int64_t step) {
 }
 
 // Adam's step size and epsilon for its `t`-th update (1-based), with the
-// bias corrections folded in (runtime/train/optimizer.cc).
+// bias corrections folded in (runtime/optim/optimizer.cc).
 KT_HOST_DEVICE inline void AdamCoefficients(float lr, float beta1, float beta2, float epsilon,
                                             int64_t t, float* step, float* eps) {
   const double bc1 = 1.0 - pow(static_cast<double>(beta1), static_cast<double>(t));

@@ -41,10 +41,10 @@ std::vector<double> LossCurve(ComputeDevice& device, Exchange how, double* test_
   std::unique_ptr<nn::Model> model =
       *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
   const size_t n = static_cast<size_t>(model->num_params());
-  const LrSchedule schedule = *LrSchedule::Create({.base_lr = 0.05f});
+  const optim::LrSchedule schedule = *optim::LrSchedule::Create({.base_lr = 0.05f});
   const bool on_device = how == Exchange::kLocalOnDevice;
-  exchange::LocalExchange local(*MakeOptimizer({.kind = "sgd"}, n, on_device ? &device : nullptr),
-                                schedule);
+  exchange::LocalExchange local(
+      *optim::MakeOptimizer({.kind = "sgd"}, n, on_device ? &device : nullptr), schedule);
   std::unique_ptr<exchange::StagedExchange> staged;
   if (!on_device) staged = *exchange::StagedExchange::Create(local, device, model->num_params());
   std::ostringstream out;
@@ -117,10 +117,10 @@ RunResult TrainOnFake(testing::FakeDevice& device, const std::string& cuda_graph
   data::Dataset train = Quadrants(410, 1), test = Quadrants(100, 2);
   std::unique_ptr<nn::Model> model =
       *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
-  const LrSchedule schedule = *LrSchedule::Create(
+  const optim::LrSchedule schedule = *optim::LrSchedule::Create(
       {.kind = "cosine", .base_lr = 0.05f, .warmup_steps = 10, .total_steps = 105});
   exchange::LocalExchange local(
-      *MakeOptimizer({.kind = optimizer}, static_cast<size_t>(model->num_params()), &device),
+      *optim::MakeOptimizer({.kind = optimizer}, static_cast<size_t>(model->num_params()), &device),
       schedule);
   std::ostringstream out;
   ProgressReporter progress(out);
@@ -180,8 +180,8 @@ TEST(DeviceTraining, CudaGraphOnRefusesWhatCannotBeCaptured) {
   std::unique_ptr<nn::Model> model =
       *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
   exchange::LocalExchange local(
-      *MakeOptimizer({.kind = "sgd"}, static_cast<size_t>(model->num_params()), &device),
-      *LrSchedule::Create({.base_lr = 0.05f}));
+      *optim::MakeOptimizer({.kind = "sgd"}, static_cast<size_t>(model->num_params()), &device),
+      *optim::LrSchedule::Create({.base_lr = 0.05f}));
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;

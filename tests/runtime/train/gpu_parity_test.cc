@@ -126,8 +126,8 @@ Trained TrainOn(ComputeDevice& device, const std::string& cuda_graph = "auto") {
       " {type: dropout, rate: 0.1}, {type: dense, units: 16}, relu, {type: dense, units: 4}]",
       "test", Shape{8, 8, 3}, &device);
   exchange::LocalExchange local(
-      *MakeOptimizer({.kind = "adam"}, static_cast<size_t>(model->num_params()), &device),
-      *LrSchedule::Create({.base_lr = 0.01f}));
+      *optim::MakeOptimizer({.kind = "adam"}, static_cast<size_t>(model->num_params()), &device),
+      *optim::LrSchedule::Create({.base_lr = 0.01f}));
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;

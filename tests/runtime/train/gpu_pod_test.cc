@@ -101,9 +101,9 @@ std::vector<float> Train(const std::string& spec, std::vector<ComputeDevice*> de
     pod.reducer = reducer.get();
   }
   exchange::LocalExchange local(
-      *MakeOptimizer({.kind = "sgd", .momentum = 0.9f},
-                     static_cast<size_t>(models[0]->num_params()), devices[0]),
-      *LrSchedule::Create({.base_lr = 0.05f}));
+      *optim::MakeOptimizer({.kind = "sgd", .momentum = 0.9f},
+                            static_cast<size_t>(models[0]->num_params()), devices[0]),
+      *optim::LrSchedule::Create({.base_lr = 0.05f}));
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;

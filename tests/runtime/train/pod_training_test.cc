@@ -84,9 +84,9 @@ std::vector<float> Train(const std::string& spec, int replicas, Kind kind, int64
   Pod pod(spec, replicas, kind);
   nn::Model& first = *pod.models[0];
   exchange::LocalExchange local(
-      *MakeOptimizer({.kind = "sgd", .momentum = 0.9f}, static_cast<size_t>(first.num_params()),
-                     &first.device()),
-      *LrSchedule::Create({.base_lr = 0.05f}));
+      *optim::MakeOptimizer({.kind = "sgd", .momentum = 0.9f},
+                            static_cast<size_t>(first.num_params()), &first.device()),
+      *optim::LrSchedule::Create({.base_lr = 0.05f}));
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;

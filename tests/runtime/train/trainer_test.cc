@@ -61,8 +61,9 @@ class RecordingExchange : public exchange::Exchange {
 TEST(Trainer, LearnsASeparableProblemAndReports) {
   data::Dataset train = Synthetic(400, 1), test = Synthetic(100, 2);
   auto model = SmallModel();
-  auto exchange = exchange::LocalExchange(*MakeOptimizer({.kind = "sgd"}, model->num_params()),
-                                          *LrSchedule::Create({.base_lr = 0.05f}));
+  auto exchange =
+      exchange::LocalExchange(*optim::MakeOptimizer({.kind = "sgd"}, model->num_params()),
+                              *optim::LrSchedule::Create({.base_lr = 0.05f}));
   std::ostringstream out;
   ProgressReporter progress(out);
   FakeClock clock;

@@ -26,11 +26,11 @@ RealClock& TheClock() {
   return clock;
 }
 
-train::LrSchedule Constant(float lr) {
-  train::LrScheduleOptions o;
+optim::LrSchedule Constant(float lr) {
+  optim::LrScheduleOptions o;
   o.kind = "constant";
   o.base_lr = lr;
-  return *train::LrSchedule::Create(o);
+  return *optim::LrSchedule::Create(o);
 }
 
 struct Logs {
@@ -122,10 +122,10 @@ TEST(AllreduceExchange, RanksStayIdenticalAndMatchOneOptimizerOnTheMean) {
   // Reference: one optimizer on the averaged gradient.
   std::vector<float> ref(n);
   for (int64_t i = 0; i < n; ++i) ref[i] = 0.01f * static_cast<float>(i % 7);
-  train::OptimizerOptions oo;
+  optim::OptimizerOptions oo;
   oo.kind = "sgd";
   oo.momentum = 0.9f;
-  auto opt = *train::MakeOptimizer(oo, n);
+  auto opt = *optim::MakeOptimizer(oo, n);
   std::vector<float> mean(n);
   for (int s = 0; s < steps; ++s) {
     for (int64_t i = 0; i < n; ++i) {

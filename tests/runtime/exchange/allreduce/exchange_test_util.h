@@ -29,11 +29,11 @@ inline RealClock& ExchangeTestClock() {
   return clock;
 }
 
-inline train::LrSchedule ConstantLr(float lr) {
-  train::LrScheduleOptions o;
+inline optim::LrSchedule ConstantLr(float lr) {
+  optim::LrScheduleOptions o;
   o.kind = "constant";
   o.base_lr = lr;
-  return *train::LrSchedule::Create(o);
+  return *optim::LrSchedule::Create(o);
 }
 
 inline AllreduceExchangeOptions RankOptions(int world, int rank, int port) {
@@ -161,7 +161,7 @@ inline std::vector<RankResult> RunRanks(const RankRunOptions& run) {
 inline std::vector<float> OneOptimizerOnTheMean(int world, int64_t n, int steps) {
   std::vector<float> ref(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ref[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 7);
-  auto opt = *train::MakeOptimizer(RankOptions(world, 0, 0).optimizer, static_cast<size_t>(n));
+  auto opt = *optim::MakeOptimizer(RankOptions(world, 0, 0).optimizer, static_cast<size_t>(n));
   std::vector<float> sum(static_cast<size_t>(n));
   for (int s = 0; s < steps; ++s) {
     for (int64_t i = 0; i < n; ++i) {

@@ -1,4 +1,4 @@
-#include "runtime/nn/kernels/relu.h"
+#include "runtime/tensor/kernels/relu.h"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace kubetrain::nn::kernels {
+namespace kubetrain::kernels {
 namespace {
 
 TEST(ReluKernel, ForwardClipsNegativesAndKeepsNaNOnlyInItsRange) {
@@ -37,4 +37,4 @@ TEST(ReluKernel, InPlaceForwardIsAllowed) {
 }
 
 }  // namespace
-}  // namespace kubetrain::nn::kernels
+}  // namespace kubetrain::kernels

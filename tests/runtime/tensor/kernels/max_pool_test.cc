@@ -1,10 +1,10 @@
-#include "runtime/nn/kernels/max_pool.h"
+#include "runtime/tensor/kernels/max_pool.h"
 
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace kubetrain::nn::kernels {
+namespace kubetrain::kernels {
 namespace {
 
 // Two 4x4 images with 2 channels, 2x2 windows, stride 2.
@@ -99,4 +99,4 @@ TEST(MaxPoolKernel, ElementKernelsEqualTheImageKernels) {
 }
 
 }  // namespace
-}  // namespace kubetrain::nn::kernels
+}  // namespace kubetrain::kernels

@@ -1,4 +1,4 @@
-#include "runtime/train/optimizer.h"
+#include "runtime/optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "runtime/tensor/kernels/cpu_clones.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 
-namespace kubetrain::train {
+namespace kubetrain::optim {
 namespace {
 
 // A state buffer of `size` floats, zeroed: host memory, or the device's.
@@ -248,4 +248,4 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerOptions&
   return sgd;
 }
 
-}  // namespace kubetrain::train
+}  // namespace kubetrain::optim

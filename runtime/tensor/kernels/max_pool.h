@@ -2,14 +2,14 @@
 // image range [begin, end); host/device kernels
 // (runtime/tensor/kernels/host_device.h). Pure functions: thread-safe for
 // disjoint image ranges.
-#ifndef KUBETRAIN_RUNTIME_NN_KERNELS_MAX_POOL_H_
-#define KUBETRAIN_RUNTIME_NN_KERNELS_MAX_POOL_H_
+#ifndef KUBETRAIN_RUNTIME_TENSOR_KERNELS_MAX_POOL_H_
+#define KUBETRAIN_RUNTIME_TENSOR_KERNELS_MAX_POOL_H_
 
 #include <cstdint>
 
 #include "runtime/tensor/kernels/host_device.h"
 
-namespace kubetrain::nn::kernels {
+namespace kubetrain::kernels {
 
 struct MaxPoolGeometry {
   int64_t in_h, in_w, channels, out_h, out_w, size, stride;
@@ -122,6 +122,6 @@ KT_HOST_DEVICE inline void MaxPoolBackwardElements(const MaxPoolGeometry& g, int
   }
 }
 
-}  // namespace kubetrain::nn::kernels
+}  // namespace kubetrain::kernels
 
-#endif  // KUBETRAIN_RUNTIME_NN_KERNELS_MAX_POOL_H_
+#endif  // KUBETRAIN_RUNTIME_TENSOR_KERNELS_MAX_POOL_H_

@@ -1,14 +1,14 @@
 // ReLU forward and backward over the index range [begin, end) of flat
 // arrays; host/device kernels (runtime/tensor/kernels/host_device.h).
 // Pure functions: thread-safe for disjoint ranges.
-#ifndef KUBETRAIN_RUNTIME_NN_KERNELS_RELU_H_
-#define KUBETRAIN_RUNTIME_NN_KERNELS_RELU_H_
+#ifndef KUBETRAIN_RUNTIME_TENSOR_KERNELS_RELU_H_
+#define KUBETRAIN_RUNTIME_TENSOR_KERNELS_RELU_H_
 
 #include <cstdint>
 
 #include "runtime/tensor/kernels/host_device.h"
 
-namespace kubetrain::nn::kernels {
+namespace kubetrain::kernels {
 
 // y[i] = std::max(x[i], 0.0f): NaN passes through, as it does there.
 KT_HOST_DEVICE inline void ReluForward(int64_t begin, int64_t end, const float* x, float* y) {
@@ -28,6 +28,6 @@ KT_HOST_DEVICE inline void ReluBackward(int64_t begin, int64_t end, const float*
   }
 }
 
-}  // namespace kubetrain::nn::kernels
+}  // namespace kubetrain::kernels
 
-#endif  // KUBETRAIN_RUNTIME_NN_KERNELS_RELU_H_
+#endif  // KUBETRAIN_RUNTIME_TENSOR_KERNELS_RELU_H_

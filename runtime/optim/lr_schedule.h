@@ -1,7 +1,7 @@
 // Learning-rate schedules as a pure function of the global step.
 // Value type; thread-safe for concurrent reads.
-#ifndef KUBETRAIN_RUNTIME_TRAIN_LR_SCHEDULE_H_
-#define KUBETRAIN_RUNTIME_TRAIN_LR_SCHEDULE_H_
+#ifndef KUBETRAIN_RUNTIME_OPTIM_LR_SCHEDULE_H_
+#define KUBETRAIN_RUNTIME_OPTIM_LR_SCHEDULE_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/tensor/kernels/step_scalars.h"
 
-namespace kubetrain::train {
+namespace kubetrain::optim {
 
 struct LrScheduleOptions {
   std::string kind = "constant";  // constant | step | cosine
@@ -36,6 +36,6 @@ class LrSchedule {
   LrScheduleOptions o_;
 };
 
-}  // namespace kubetrain::train
+}  // namespace kubetrain::optim
 
-#endif  // KUBETRAIN_RUNTIME_TRAIN_LR_SCHEDULE_H_
+#endif  // KUBETRAIN_RUNTIME_OPTIM_LR_SCHEDULE_H_

@@ -5,8 +5,8 @@
 // ComputeDevice, parameters, gradients and state live in its memory and the
 // update runs there.
 // Not thread-safe: one Optimizer per range, driven by one thread at a time.
-#ifndef KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
-#define KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
+#ifndef KUBETRAIN_RUNTIME_OPTIM_OPTIMIZER_H_
+#define KUBETRAIN_RUNTIME_OPTIM_OPTIMIZER_H_
 
 #include <cstddef>
 #include <memory>
@@ -20,7 +20,7 @@
 #include "runtime/tensor/compute_device.h"
 #include "runtime/tensor/kernels/step_scalars.h"
 
-namespace kubetrain::train {
+namespace kubetrain::optim {
 
 struct OptimizerOptions {
   std::string kind = "sgd";   // sgd | adam
@@ -88,6 +88,6 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerOptions&
                                                          size_t size,
                                                          ComputeDevice* device = nullptr);
 
-}  // namespace kubetrain::train
+}  // namespace kubetrain::optim
 
-#endif  // KUBETRAIN_RUNTIME_TRAIN_OPTIMIZER_H_
+#endif  // KUBETRAIN_RUNTIME_OPTIM_OPTIMIZER_H_

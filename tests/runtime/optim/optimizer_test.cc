@@ -1,13 +1,13 @@
-#include "runtime/train/optimizer.h"
+#include "runtime/optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/train/lr_schedule.h"
+#include "runtime/optim/lr_schedule.h"
 
-namespace kubetrain::train {
+namespace kubetrain::optim {
 namespace {
 
 TEST(Sgd, PlainStepIsLrTimesGradient) {
@@ -190,4 +190,4 @@ TEST(LrSchedule, BadOptionsAreRefused) {
 }
 
 }  // namespace
-}  // namespace kubetrain::train
+}  // namespace kubetrain::optim

@@ -1,4 +1,4 @@
-#include "runtime/train/lr_schedule.h"
+#include "runtime/optim/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace kubetrain::train {
+namespace kubetrain::optim {
 
 absl::StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
   if (!(o.base_lr > 0.0f) || !std::isfinite(o.base_lr)) {
@@ -49,4 +49,4 @@ kernels::LrPlan LrSchedule::plan() const {
 
 float LrSchedule::At(int64_t step) const { return kernels::ScheduledLr(plan(), step); }
 
-}  // namespace kubetrain::train
+}  // namespace kubetrain::optim
