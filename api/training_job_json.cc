@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "api/json_fields.h"
 #include "api/training_job.h"
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -262,7 +262,7 @@ json ToJson(const TrainingJob& job) {
 
 absl::StatusOr<TrainingJob> ParseTrainingJob(const std::string& text,
                                              const std::string& source_name) {
-  absl::StatusOr<json> doc = kube::ParseYamlOrJson(text, source_name);
+  absl::StatusOr<json> doc = base::ParseYamlOrJson(text, source_name);
   if (!doc.ok()) return doc.status();
   absl::StatusOr<TrainingJob> job = FromJson(*doc);
   if (!job.ok()) {

@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "api/json_fields.h"
 #include "api/training_job.h"
-#include "operator/kube/object_names.h"
+#include "base/object_names.h"
 
 namespace kubetrain::api {
 namespace {
@@ -62,14 +62,14 @@ absl::Status Validate(const TrainingJob& job) {
   }
   const std::string& name = job.metadata.name;
   if (name.empty()) return FieldError("metadata.name", "must not be empty");
-  if (!kube::IsDns1035Label(name)) {
+  if (!base::IsDns1035Label(name)) {
     return FieldError("metadata.name",
                       absl::StrCat("\"", name,
                                    "\" is not a DNS-1035 label (at most 63 lower-case letters, "
                                    "digits and '-', starting with a letter, ending with a letter "
                                    "or digit)"));
   }
-  if (!job.metadata.namespace_name.empty() && !kube::IsDns1123Label(job.metadata.namespace_name)) {
+  if (!job.metadata.namespace_name.empty() && !base::IsDns1123Label(job.metadata.namespace_name)) {
     return FieldError("metadata.namespace", absl::StrCat("\"", job.metadata.namespace_name,
                                                          "\" is not a DNS-1123 label"));
   }

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "operator/kube/object_names.h"
+#include "base/object_names.h"
 
 namespace kubetrain::operator_main {
 namespace {
@@ -162,17 +162,17 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
 
   // They become parts of request paths and object names: refuse what the
   // API would refuse, here, with the flag's name.
-  if (!o->watch_namespace.empty() && !kube::IsDns1123Label(o->watch_namespace)) {
+  if (!o->watch_namespace.empty() && !base::IsDns1123Label(o->watch_namespace)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--namespace: '", o->watch_namespace, "' is not a valid namespace name (DNS-1123 label)"));
   }
   if (!o->leader_election_namespace.empty() &&
-      !kube::IsDns1123Label(o->leader_election_namespace)) {
+      !base::IsDns1123Label(o->leader_election_namespace)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--leader-election-namespace: '", o->leader_election_namespace,
                      "' is not a valid namespace name (DNS-1123 label)"));
   }
-  if (!o->leader_election_id.empty() && !kube::IsDns1123Subdomain(o->leader_election_id)) {
+  if (!o->leader_election_id.empty() && !base::IsDns1123Subdomain(o->leader_election_id)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--leader-election-id: '", o->leader_election_id,
                      "' is not a valid Lease name (DNS-1123 subdomain)"));

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/yaml_json.h"
 #include "operator/kube/object.h"
-#include "operator/kube/yaml_json.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -98,7 +98,7 @@ bool RealConfigEnvironment::FileExists(absl::string_view path) const {
 absl::StatusOr<KubeConfig> ParseKubeConfig(absl::string_view text, absl::string_view source,
                                            absl::string_view context, absl::string_view base_dir,
                                            const ConfigEnvironment& env) {
-  absl::StatusOr<Json> root = ParseYamlOrJson(std::string(text), std::string(source));
+  absl::StatusOr<Json> root = base::ParseYamlOrJson(std::string(text), std::string(source));
   if (!root.ok()) return root.status();
   if (!root->is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": a kubeconfig must be a mapping"));

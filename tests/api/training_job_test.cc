@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -388,7 +388,7 @@ TEST(TrainingJobTest, RefusesEmptyAndMultiDocumentText) {
 }
 
 TEST(YamlJsonTest, ResolvesPlainScalarsWithTheCoreSchema) {
-  absl::StatusOr<json> j = kube::ParseYamlOrJson(R"(
+  absl::StatusOr<json> j = base::ParseYamlOrJson(R"(
 int: 42
 neg: -7
 hex: 0x1F

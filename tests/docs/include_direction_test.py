@@ -30,7 +30,6 @@ BOTTOM = {'base': 0, 'proto': 0, 'api': 1}
 
 # (from, to): why it is there and what removes it.
 KNOWN = {
-    ('api', 'operator/kube'): 'object-name and YAML/JSON helpers: move them to base/',
     ('bench', 'tests'): 'test helpers: a testing/ library that bench links openly',
     ('tools/api_emulator', 'tests'): 'the emulator lives in tests/support: a testing/ library',
 }

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/training_job.h"
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 
 namespace kubetrain::api {
 namespace {
@@ -48,7 +48,7 @@ std::vector<fs::path> YamlFiles(const fs::path& dir) {
 const json& Schema() {
   static const json* schema = [] {
     absl::StatusOr<json> crd =
-        kube::ParseYamlOrJson(Read(kRoot / "crds/kubetrain.io_trainingjobs.yaml"), "crd");
+        base::ParseYamlOrJson(Read(kRoot / "crds/kubetrain.io_trainingjobs.yaml"), "crd");
     if (!crd.ok()) {
       ADD_FAILURE() << crd.status();
       return new json(json::object());

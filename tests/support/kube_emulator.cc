@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 #include "tests/support/kube_emulator_http.h"
 #include "tests/support/kube_emulator_pod_proxy.h"
 #include "tests/support/kube_emulator_store.h"
@@ -250,7 +250,7 @@ absl::StatusOr<std::unique_ptr<KubeEmulator>> KubeEmulator::Start(
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
-    absl::StatusOr<json> crd = kube::ParseYamlOrJson(text.str(), path);
+    absl::StatusOr<json> crd = base::ParseYamlOrJson(text.str(), path);
     if (!crd.ok()) return crd.status();
     absl::StatusOr<std::pair<std::string, ResourcePresentation>> p =
         ResourcePresentation::FromCrd(*crd);

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "operator/kube/object_names.h"
+#include "base/object_names.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -301,7 +301,8 @@ std::string ValidateLabelKey(std::string_view key) {
     std::string_view prefix = SV(parts[0]);
     name = SV(parts[1]);
     if (prefix.empty()) return "prefix part must be non-empty";
-    if (!IsDns1123Subdomain(prefix)) return absl::StrCat("prefix part ", kDns1123SubdomainFmt);
+    if (!base::IsDns1123Subdomain(prefix))
+      return absl::StrCat("prefix part ", kDns1123SubdomainFmt);
   } else if (parts.size() > 2) {
     return absl::StrCat(
         "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "

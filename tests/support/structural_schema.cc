@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 
 namespace kubetrain::testing {
 namespace {
@@ -285,7 +285,7 @@ absl::StatusOr<StructuralSchema> StructuralSchema::FromCrdFile(const std::string
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read CRD manifest ", path));
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<json> crd = kube::ParseYamlOrJson(text.str(), path);
+  absl::StatusOr<json> crd = base::ParseYamlOrJson(text.str(), path);
   if (!crd.ok()) return crd.status();
   absl::StatusOr<StructuralSchema> schema = FromCrd(*crd, version);
   if (!schema.ok()) {

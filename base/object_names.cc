@@ -1,6 +1,6 @@
-#include "operator/kube/object_names.h"
+#include "base/object_names.h"
 
-namespace kubetrain::kube {
+namespace kubetrain::base {
 namespace {
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -35,4 +35,4 @@ bool IsDns1035Label(std::string_view s) {
   return IsDns1123Label(s) && s.front() >= 'a' && s.front() <= 'z';
 }
 
-}  // namespace kubetrain::kube
+}  // namespace kubetrain::base

@@ -1,11 +1,11 @@
-#include "operator/kube/object_names.h"
+#include "base/object_names.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace kubetrain::kube {
+namespace kubetrain::base {
 namespace {
 
 TEST(ObjectNamesTest, Dns1123Label) {
@@ -39,4 +39,4 @@ TEST(ObjectNamesTest, Dns1035Label) {
 }
 
 }  // namespace
-}  // namespace kubetrain::kube
+}  // namespace kubetrain::base

@@ -1,11 +1,11 @@
 // Kubernetes object-name rules (k8s.io/apimachinery/pkg/util/validation):
 // which strings may name a namespace, an object or a Service.
-#ifndef KUBETRAIN_OPERATOR_KUBE_OBJECT_NAMES_H_
-#define KUBETRAIN_OPERATOR_KUBE_OBJECT_NAMES_H_
+#ifndef KUBETRAIN_BASE_OBJECT_NAMES_H_
+#define KUBETRAIN_BASE_OBJECT_NAMES_H_
 
 #include <string_view>
 
-namespace kubetrain::kube {
+namespace kubetrain::base {
 
 // [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters: namespaces, labels.
 bool IsDns1123Label(std::string_view s);
@@ -15,6 +15,6 @@ bool IsDns1123Subdomain(std::string_view s);
 // [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters: Service names.
 bool IsDns1035Label(std::string_view s);
 
-}  // namespace kubetrain::kube
+}  // namespace kubetrain::base
 
-#endif  // KUBETRAIN_OPERATOR_KUBE_OBJECT_NAMES_H_
+#endif  // KUBETRAIN_BASE_OBJECT_NAMES_H_

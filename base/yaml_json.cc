@@ -1,4 +1,4 @@
-#include "operator/kube/yaml_json.h"
+#include "base/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace kubetrain::kube {
+namespace kubetrain::base {
 namespace {
 
 using nlohmann::json;
@@ -256,4 +256,4 @@ absl::StatusOr<json> ParseYamlOrJson(const std::string& text, const std::string&
   }
 }
 
-}  // namespace kubetrain::kube
+}  // namespace kubetrain::base
