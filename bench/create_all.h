@@ -13,7 +13,7 @@
 
 #include "operator/kube/kube_client.h"
 #include "operator/kube/resource.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 
 namespace kubetrain::bench {
 

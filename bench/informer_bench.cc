@@ -47,8 +47,8 @@
 #include "operator/kube/object.h"
 #include "operator/kube/object_cache.h"
 #include "operator/kube/resource.h"
-#include "tests/operator/kube/fake_http_transport.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/fake_http_transport.h"
+#include "testing/kube_test_target.h"
 
 namespace kubetrain {
 namespace {

@@ -42,7 +42,7 @@
 #include "operator/kube/object.h"
 #include "operator/kube/resource.h"
 #include "operator/kube/work_queue.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 
 namespace kubetrain::bench {
 namespace {

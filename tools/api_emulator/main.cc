@@ -1,5 +1,5 @@
 // kubetrain-api-emulator: the in-process Kubernetes API emulator of the tests
-// (tests/support/kube_emulator.h) as a server of its own, so that
+// (testing/kube_emulator.h) as a server of its own, so that
 // scripts/local-cluster.sh can start a local cluster without a real control
 // plane: kubectl (discovery, apply, get with the CRD's printer columns, wait,
 // delete with garbage collection), the operator and the node agent talk to it
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/stop_signals.h"
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 
 int main(int argc, char** argv) {
   int port = 0;

@@ -19,7 +19,7 @@
 #include "operator/controller/training_job_controller.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 
 namespace kubetrain::controller {
 

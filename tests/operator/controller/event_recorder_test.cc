@@ -12,7 +12,7 @@
 #include "base/clock.h"
 #include "gtest/gtest.h"
 #include "operator/kube/logger.h"
-#include "tests/operator/kube/fake_http_transport.h"
+#include "testing/fake_http_transport.h"
 
 namespace kubetrain::controller {
 namespace {

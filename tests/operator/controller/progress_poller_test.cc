@@ -26,7 +26,7 @@
 #include "base/clock.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/object.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::controller {

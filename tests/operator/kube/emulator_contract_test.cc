@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 #include "tests/support/kube_emulator_client.h"
 #include "tests/support/kube_transcript.h"
 

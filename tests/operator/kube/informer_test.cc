@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "operator/kube/object.h"
-#include "tests/operator/kube/fake_http_transport.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/fake_http_transport.h"
+#include "testing/kube_test_target.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {

@@ -10,7 +10,7 @@
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/object.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 
 namespace kubetrain::kube {
 namespace {

@@ -15,7 +15,7 @@
 #include "operator/kube/api_error.h"
 #include "operator/kube/object.h"
 #include "operator/kube/object_cache.h"
-#include "tests/operator/kube/fake_http_transport.h"
+#include "testing/fake_http_transport.h"
 
 namespace kubetrain::kube {
 namespace {

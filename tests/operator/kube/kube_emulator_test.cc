@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 
 #include <functional>
 #include <memory>

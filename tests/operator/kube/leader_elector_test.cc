@@ -9,7 +9,7 @@
 
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/object.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {

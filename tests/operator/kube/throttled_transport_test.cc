@@ -11,7 +11,7 @@
 #include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/operator/kube/fake_http_transport.h"
+#include "testing/fake_http_transport.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::kube {

@@ -26,7 +26,7 @@
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/resource.h"
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 #include "tests/support/metrics_test_util.h"
 #include "tests/support/running_process.h"
 #include "tests/support/subprocess.h"

@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "operator/kube/object.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 #include "tests/support/running_process.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/wait_for.h"

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "operator/kube/object.h"
 #include "operator/kube/resource.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 #include "tools/kubectl_kubetrain/describe_command.h"
 #include "tools/kubectl_kubetrain/kube_cluster_reader.h"
 #include "tools/kubectl_kubetrain/replica_ref.h"

@@ -1,4 +1,4 @@
-#include "tests/support/structural_schema.h"
+#include "testing/structural_schema.h"
 
 #include <cmath>
 #include <fstream>

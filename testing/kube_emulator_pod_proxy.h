@@ -17,15 +17,15 @@
 // kubelet or pod that cannot be reached, 503 ServiceUnavailable.
 //
 // Stateless free functions; thread-safe.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_POD_PROXY_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_POD_PROXY_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_POD_PROXY_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_POD_PROXY_H_
 
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tests/support/kube_emulator_http.h"
-#include "tests/support/kube_emulator_store.h"
+#include "testing/kube_emulator_http.h"
+#include "testing/kube_emulator_store.h"
 
 namespace kubetrain::testing {
 
@@ -55,4 +55,4 @@ std::optional<ApiResult> ForwardPodProxy(const OrderedJson& pod, const std::stri
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_POD_PROXY_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_POD_PROXY_H_

@@ -16,8 +16,8 @@
 //
 // Thread-safe. The destructor ends open watches, stops the server and the
 // garbage collector, and returns promptly.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "tests/support/kube_emulator_discovery.h"
+#include "testing/kube_emulator_discovery.h"
 
 namespace kubetrain::testing {
 
@@ -110,4 +110,4 @@ class KubeEmulator {
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_H_

@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_store.h"
+#include "testing/kube_emulator_store.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tests/support/kube_emulator_patch.h"
+#include "testing/kube_emulator_patch.h"
 
 namespace kubetrain::testing {
 

@@ -1,7 +1,7 @@
 // pods/log and pods/proxy through the emulator: forwarded to a fake kubelet
 // (the node agent's HTTPS server with a scripted handler) and a fake pod
 // (a plain HTTP server), both on loopback.
-#include "tests/support/kube_emulator_pod_proxy.h"
+#include "testing/kube_emulator_pod_proxy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 #include "tests/support/kube_emulator_client.h"
 #include "tests/support/self_signed_cert.h"
 #include "tests/support/temp_files.h"

@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_table.h"
+#include "testing/kube_emulator_table.h"
 
 #include <vector>
 

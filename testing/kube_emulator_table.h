@@ -7,14 +7,14 @@
 // Gates as kube-apiserver v1.20 prints them; other resources Name and Age.
 // Rows carry the object's metadata (PartialObjectMetadata, includeObject's
 // default). Pure functions; thread-safe.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_TABLE_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_TABLE_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_TABLE_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_TABLE_H_
 
 #include <string>
 
 #include "absl/time/time.h"
-#include "tests/support/kube_emulator_discovery.h"
-#include "tests/support/kube_emulator_store.h"
+#include "testing/kube_emulator_discovery.h"
+#include "testing/kube_emulator_store.h"
 
 namespace kubetrain::testing {
 
@@ -34,4 +34,4 @@ std::string HumanDuration(absl::Duration d);
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_TABLE_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_TABLE_H_

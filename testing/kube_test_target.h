@@ -8,8 +8,8 @@
 // start and deleted at the end on a real cluster. Tests that need fault
 // injection call KT_REQUIRE_EMULATOR and skip against a real cluster.
 // Thread-safe after Create.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
+#ifndef KUBETRAIN_TESTING_KUBE_TEST_TARGET_H_
+#define KUBETRAIN_TESTING_KUBE_TEST_TARGET_H_
 
 #include <memory>
 #include <string>
@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 
 namespace kubetrain::testing {
 
@@ -59,4 +59,4 @@ class KubeTestTarget {
     GTEST_SKIP() << "needs the API emulator's fault injection; skipped on a real cluster"; \
   }
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_TEST_TARGET_H_
+#endif  // KUBETRAIN_TESTING_KUBE_TEST_TARGET_H_

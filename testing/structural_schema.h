@@ -1,6 +1,6 @@
 // StructuralSchema: a CustomResourceDefinition's openAPIV3Schema applied the
 // way kube-apiserver v1.20 applies it to custom-resource writes, for the API
-// emulator (tests/support/kube_emulator.h). Loaded from the CRD manifest
+// emulator (testing/kube_emulator.h). Loaded from the CRD manifest
 // itself (crds/, tests/support/crds/), never hand-copied, so the emulator
 // refuses what a real server refuses:
 //   1. pruning: fields the schema does not declare are dropped, except below
@@ -17,8 +17,8 @@
 // x-kubernetes-validations (CEL) are not evaluated: v1.20 drops them.
 //
 // Immutable after loading; thread-safe.
-#ifndef KUBETRAIN_TESTS_SUPPORT_STRUCTURAL_SCHEMA_H_
-#define KUBETRAIN_TESTS_SUPPORT_STRUCTURAL_SCHEMA_H_
+#ifndef KUBETRAIN_TESTING_STRUCTURAL_SCHEMA_H_
+#define KUBETRAIN_TESTING_STRUCTURAL_SCHEMA_H_
 
 #include <string>
 #include <vector>
@@ -63,4 +63,4 @@ class StructuralSchema {
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_STRUCTURAL_SCHEMA_H_
+#endif  // KUBETRAIN_TESTING_STRUCTURAL_SCHEMA_H_

@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_pod_proxy.h"
+#include "testing/kube_emulator_pod_proxy.h"
 
 #include <curl/curl.h>
 

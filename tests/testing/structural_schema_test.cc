@@ -3,7 +3,7 @@
 // same TrainingJob writes (testdata/crd_schema_real_server.json, recorded by
 // testdata/record_crd_schema_answers.py). With KUBETRAIN_TEST_KUBECONFIG the
 // same cases run against that server, which keeps the recording honest.
-#include "tests/support/structural_schema.h"
+#include "testing/structural_schema.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "operator/kube/http_transport.h"
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 #include "tests/support/temp_files.h"
 
 namespace kubetrain::testing {

@@ -1,8 +1,8 @@
 // FakeHttpTransport: an HttpTransport whose answers a test scripts, for
 // client behaviour the API emulator cannot produce (malformed watch lines,
 // network failures at chosen moments). Thread-safe.
-#ifndef KUBETRAIN_TESTS_OPERATOR_KUBE_FAKE_HTTP_TRANSPORT_H_
-#define KUBETRAIN_TESTS_OPERATOR_KUBE_FAKE_HTTP_TRANSPORT_H_
+#ifndef KUBETRAIN_TESTING_FAKE_HTTP_TRANSPORT_H_
+#define KUBETRAIN_TESTING_FAKE_HTTP_TRANSPORT_H_
 
 #include <deque>
 #include <functional>
@@ -84,4 +84,4 @@ class FakeHttpTransport final : public HttpTransport {
 
 }  // namespace kubetrain::kube
 
-#endif  // KUBETRAIN_TESTS_OPERATOR_KUBE_FAKE_HTTP_TRANSPORT_H_
+#endif  // KUBETRAIN_TESTING_FAKE_HTTP_TRANSPORT_H_

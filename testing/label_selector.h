@@ -4,8 +4,8 @@
 // filtering).
 //
 // Value type; thread-compatible (const methods may be called concurrently).
-#ifndef KUBETRAIN_TESTS_SUPPORT_LABEL_SELECTOR_H_
-#define KUBETRAIN_TESTS_SUPPORT_LABEL_SELECTOR_H_
+#ifndef KUBETRAIN_TESTING_LABEL_SELECTOR_H_
+#define KUBETRAIN_TESTING_LABEL_SELECTOR_H_
 
 #include <map>
 #include <string>
@@ -64,4 +64,4 @@ std::string ValidateLabelValue(std::string_view value);
 
 }  // namespace kubetrain::kube
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_LABEL_SELECTOR_H_
+#endif  // KUBETRAIN_TESTING_LABEL_SELECTOR_H_

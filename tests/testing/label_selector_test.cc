@@ -1,4 +1,4 @@
-#include "tests/support/label_selector.h"
+#include "testing/label_selector.h"
 
 #include <map>
 #include <string>

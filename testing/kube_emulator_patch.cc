@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_patch.h"
+#include "testing/kube_emulator_patch.h"
 
 #include <algorithm>
 #include <exception>

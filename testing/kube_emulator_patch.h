@@ -2,8 +2,8 @@
 // (RFC 7386), JSON patch (RFC 6902) and a strategic-merge-patch subset for
 // built-in kinds (lists merged by their patchMergeKey, primitive-list
 // directives). Pure functions; thread-safe.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_PATCH_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_PATCH_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_PATCH_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_PATCH_H_
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -27,4 +27,4 @@ nlohmann::json ApplyStrategicMergePatch(const nlohmann::json& target, const nloh
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_PATCH_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_PATCH_H_

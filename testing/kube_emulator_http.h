@@ -8,8 +8,8 @@
 // Thread-safe. Stop() (also run by the destructor) closes the listener, shuts
 // every connection down and joins all threads; handlers must return promptly
 // once their connection fails or is aborted.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_HTTP_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_HTTP_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_HTTP_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_HTTP_H_
 
 #include <atomic>
 #include <functional>
@@ -101,4 +101,4 @@ std::string UrlDecode(std::string_view s, bool plus_is_space);
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_HTTP_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_HTTP_H_

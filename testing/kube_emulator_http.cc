@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_http.h"
+#include "testing/kube_emulator_http.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

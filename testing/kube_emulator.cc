@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator.h"
+#include "testing/kube_emulator.h"
 
 #include <algorithm>
 #include <fstream>
@@ -13,10 +13,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/yaml_json.h"
-#include "tests/support/kube_emulator_http.h"
-#include "tests/support/kube_emulator_pod_proxy.h"
-#include "tests/support/kube_emulator_store.h"
-#include "tests/support/kube_emulator_table.h"
+#include "testing/kube_emulator_http.h"
+#include "testing/kube_emulator_pod_proxy.h"
+#include "testing/kube_emulator_store.h"
+#include "testing/kube_emulator_table.h"
 
 namespace kubetrain::testing {
 namespace {

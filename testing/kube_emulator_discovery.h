@@ -10,8 +10,8 @@
 // their CRD manifests (ResourcePresentation::FromCrd).
 //
 // Value types and pure functions; thread-safe.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_DISCOVERY_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_DISCOVERY_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_DISCOVERY_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_DISCOVERY_H_
 
 #include <map>
 #include <optional>
@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "tests/support/kube_emulator_store.h"
+#include "testing/kube_emulator_store.h"
 
 namespace kubetrain::testing {
 
@@ -63,4 +63,4 @@ std::optional<OrderedJson> DiscoveryDocument(const std::string& path,
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_DISCOVERY_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_DISCOVERY_H_

@@ -7,8 +7,8 @@
 // tests/operator/kube/testdata/kube-api-transcripts/.
 //
 // Thread-safe: every public method may be called from any thread.
-#ifndef KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_STORE_H_
-#define KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_STORE_H_
+#ifndef KUBETRAIN_TESTING_KUBE_EMULATOR_STORE_H_
+#define KUBETRAIN_TESTING_KUBE_EMULATOR_STORE_H_
 
 #include <cstdint>
 #include <deque>
@@ -25,8 +25,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "tests/support/label_selector.h"
-#include "tests/support/structural_schema.h"
+#include "testing/label_selector.h"
+#include "testing/structural_schema.h"
 
 namespace kubetrain::testing {
 
@@ -234,4 +234,4 @@ class EmulatorStore {
 
 }  // namespace kubetrain::testing
 
-#endif  // KUBETRAIN_TESTS_SUPPORT_KUBE_EMULATOR_STORE_H_
+#endif  // KUBETRAIN_TESTING_KUBE_EMULATOR_STORE_H_

@@ -1,4 +1,4 @@
-#include "tests/support/kube_emulator_discovery.h"
+#include "testing/kube_emulator_discovery.h"
 
 #include <set>
 

@@ -1,4 +1,4 @@
-#include "tests/support/kube_test_target.h"
+#include "testing/kube_test_target.h"
 
 #include <cstdlib>
 
