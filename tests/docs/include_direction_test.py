@@ -11,10 +11,10 @@ operator/ and tools/. The rules:
   - testing/ (the emulator and test targets) includes any library; tests/,
     bench/ and tools/ include it;
   - tests/ and bench/ include any library; only tests/ includes tests/.
-Edges that break a rule today are listed in KNOWN with what would remove them
-(issue 27): the test fails on any other such edge, and on a KNOWN one that has
-gone (take it off the list, so that it cannot come back unnoticed). It prints
-the count of upward edges either way.
+An edge that has to break a rule for a while is listed in KNOWN with what
+would remove it (none today: issue 27 removed the last): the test fails on any
+other such edge, and on a KNOWN one that has gone (take it off the list, so
+that it cannot come back unnoticed). It prints the count of upward edges.
 
   include_direction_test.py SOURCE_DIR
 """
@@ -31,8 +31,7 @@ LAYERS = {
 BOTTOM = {'base': 0, 'proto': 0, 'api': 1}
 
 # (from, to): why it is there and what removes it.
-KNOWN = {
-}
+KNOWN = {}
 
 
 def component(path):
