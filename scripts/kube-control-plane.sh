@@ -19,6 +19,8 @@
 #   kube-control-plane.sh start STATE_DIR  starts what `find` found (state, keys, logs and pid files
 #                                          in STATE_DIR) and prints the kubeconfig path last
 #   kube-control-plane.sh stop STATE_DIR   stops exactly what start started, removes etcd's data
+#   kube-control-plane.sh free-port        a free loopback port below the ephemeral range (also
+#                                          for local-cluster.sh's kubelet endpoints)
 #
 # Env for start: API_PORT, ETCD_PORT, ETCD_PEER, KCM_PORT (unset: free ports), NO_KCM=1 (no
 # controller-manager even when there is one), KCM_EXTRA (extra controller-manager flags).
@@ -221,6 +223,9 @@ case "$cmd" in
   find)
     find_source
     ;;
+  free-port)
+    free_port && echo "$port"
+    ;;
   start)
     R=${2:?usage: kube-control-plane.sh start STATE_DIR}
     mkdir -p "$R"
@@ -271,7 +276,7 @@ case "$cmd" in
     rm -f "$R/source"
     ;;
   *)
-    echo "usage: $0 find | start STATE_DIR | stop STATE_DIR" >&2
+    echo "usage: $0 find | start STATE_DIR | stop STATE_DIR | free-port" >&2
     exit 2
     ;;
 esac

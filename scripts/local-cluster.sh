@@ -73,9 +73,7 @@ kubelet_cert() {  # kubelet_cert STATE_DIR: a self-signed cert for the agents' k
   [ -z "${NODE_AGENT_USER:-}" ] || chown "$NODE_AGENT_USER:$NODE_AGENT_USER" "$pki/kubelet.key"
 }
 
-free_port() {  # a free TCP port on 127.0.0.1 (for an agent's kubelet endpoint)
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { "$ROOT/scripts/kube-control-plane.sh" free-port; }  # an agent's kubelet endpoint
 
 case "$cmd" in
 up)
