@@ -56,7 +56,7 @@
 
 #include "absl/strings/str_split.h"
 #include "base/clock.h"
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 #include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
@@ -317,7 +317,7 @@ bool FloorServerStep(int fd, std::vector<char>& grad, std::vector<float>& params
   for (size_t off = 0; off < n; off += kPieceBytes) {
     const size_t k = std::min(kPieceBytes, n - off);
     if (!RecvAll(fd, grad.data() + off, k, /*eof_ok=*/off == 0)) return false;
-    crc = Crc32cExtend(crc, grad.data() + off, k);
+    crc = base::Crc32cExtend(crc, grad.data() + off, k);
     nonfinite += CountNonFinite(reinterpret_cast<const float*>(grad.data() + off), k / 4);
   }
   uint32_t want = 0;
@@ -332,7 +332,7 @@ bool FloorServerStep(int fd, std::vector<char>& grad, std::vector<float>& params
   for (int64_t off = 0; off < count; off += piece) {
     const int64_t end = std::min(count, off + piece);
     kernels::SgdUpdate(sgd, off, end, params.data(), g, nullptr);
-    out_crc = Crc32cExtend(out_crc, params.data() + off, static_cast<size_t>(end - off) * 4);
+    out_crc = base::Crc32cExtend(out_crc, params.data() + off, static_cast<size_t>(end - off) * 4);
   }
   SendAll(fd, reinterpret_cast<const char*>(params.data()), n);
   SendAll(fd, reinterpret_cast<const char*>(&out_crc), sizeof(out_crc));
@@ -346,7 +346,7 @@ void FloorWorkerStep(int fd, const std::vector<char>& grad, std::vector<char>& p
   uint32_t crc = 0;
   for (size_t off = 0; off < n; off += kPieceBytes) {
     const size_t k = std::min(kPieceBytes, n - off);
-    crc = Crc32cExtend(crc, grad.data() + off, k);
+    crc = base::Crc32cExtend(crc, grad.data() + off, k);
     SendAll(fd, grad.data() + off, k);
   }
   SendAll(fd, reinterpret_cast<const char*>(&crc), sizeof(crc));
@@ -354,7 +354,7 @@ void FloorWorkerStep(int fd, const std::vector<char>& grad, std::vector<char>& p
   for (size_t off = 0; off < n; off += kPieceBytes) {
     const size_t k = std::min(kPieceBytes, n - off);
     RecvAll(fd, params.data() + off, k, /*eof_ok=*/false);
-    got = Crc32cExtend(got, params.data() + off, k);
+    got = base::Crc32cExtend(got, params.data() + off, k);
   }
   uint32_t want = 0;
   RecvAll(fd, reinterpret_cast<char*>(&want), sizeof(want), /*eof_ok=*/false);

@@ -21,7 +21,7 @@
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 #include "runtime/exchange/exchange_backend.h"
 #include "runtime/exchange/local_exchange.h"
 #include "runtime/exchange/ps/ps_client.h"
@@ -332,7 +332,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   absl::StatusOr<std::vector<float>> params = HostParams(*model);
   if (!params.ok()) return fail(params.status());
   progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
-                                Crc32c(params->data(), params->size() * sizeof(float)),
+                                base::Crc32c(params->data(), params->size() * sizeof(float)),
                                 params->size()));
   progress.Final(MakeFinal(*result, o.trainer.epochs, rank0));
   return kExitSuccess;

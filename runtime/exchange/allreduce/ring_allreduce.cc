@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/half_float.h"
+#include "base/half_float.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::allreduce {
@@ -201,9 +201,9 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       const void* payload = src;
       if (half) {
         send_half_.resize(static_cast<size_t>(it.length));
-        exchange::FloatsToHalves(src, static_cast<size_t>(it.length), send_half_.data());
+        base::FloatsToHalves(src, static_cast<size_t>(it.length), send_half_.data());
         if (it.round_owned) {
-          exchange::HalvesToFloats(send_half_.data(), static_cast<size_t>(it.length), src);
+          base::HalvesToFloats(send_half_.data(), static_cast<size_t>(it.length), src);
         }
         payload = send_half_.data();
       }
@@ -247,9 +247,9 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
         if (half) {
           const uint16_t* in = reinterpret_cast<const uint16_t*>(recv_buf_.data());
           if (it.reduce) {
-            exchange::AddHalvesTo(in, static_cast<size_t>(n), out);
+            base::AddHalvesTo(in, static_cast<size_t>(n), out);
           } else {
-            exchange::HalvesToFloats(in, static_cast<size_t>(n), out);
+            base::HalvesToFloats(in, static_cast<size_t>(n), out);
           }
         } else {
           const float* in = reinterpret_cast<const float*>(recv_buf_.data());

@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/crc32c.h"
-#include "runtime/exchange/half_float.h"
+#include "base/crc32c.h"
+#include "base/half_float.h"
 #include "runtime/exchange/ps/wire_codec.h"
 
 namespace kubetrain::ps {
@@ -91,9 +91,9 @@ struct ChunkLayout {
         uint16_t half[kBlockBytes / 2];
         for (size_t i = 0; i < values.size(); i += kBlockBytes / 2) {
           const size_t n = std::min(kBlockBytes / 2, values.size() - i);
-          exchange::FloatsToHalves(values.data() + i, n, half);
+          base::FloatsToHalves(values.data() + i, n, half);
           std::memcpy(p, half, n * 2);
-          crc = Crc32cExtend(crc, p, n * 2);
+          crc = base::Crc32cExtend(crc, p, n * 2);
           p += n * 2;
         }
       } else {
@@ -101,7 +101,7 @@ struct ChunkLayout {
         for (size_t off = 0; off < data_bytes; off += kBlockBytes) {
           const size_t n = std::min(kBlockBytes, data_bytes - off);
           std::memcpy(p, src + off, n);
-          crc = Crc32cExtend(crc, p, n);
+          crc = base::Crc32cExtend(crc, p, n);
           p += n;
         }
       }
@@ -458,8 +458,8 @@ absl::Status ReceivedFrame::DecodeInto(std::span<float> out, int64_t* nonfinite)
     for (size_t i = 0; i < out.size(); i += kBlockBytes / 2) {
       const size_t n = std::min(kBlockBytes / 2, out.size() - i);
       gather(reinterpret_cast<uint8_t*>(half), n * 2);
-      crc = Crc32cExtend(crc, half, n * 2);
-      exchange::HalvesToFloats(half, n, out.data() + i);
+      crc = base::Crc32cExtend(crc, half, n * 2);
+      base::HalvesToFloats(half, n, out.data() + i);
       if (nonfinite != nullptr) bad += CountNonFinite(out.data() + i, n);
     }
   } else {
@@ -467,7 +467,7 @@ absl::Status ReceivedFrame::DecodeInto(std::span<float> out, int64_t* nonfinite)
     for (size_t off = 0; off < want; off += kBlockBytes) {
       const size_t n = std::min(kBlockBytes, want - off);
       gather(dst + off, n);
-      crc = Crc32cExtend(crc, dst + off, n);
+      crc = base::Crc32cExtend(crc, dst + off, n);
       if (nonfinite != nullptr) bad += CountNonFinite(out.data() + off / 4, n / 4);
     }
   }

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/crc32c.h"
-#include "runtime/exchange/half_float.h"
+#include "base/crc32c.h"
+#include "base/half_float.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 
@@ -145,11 +145,11 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
     const char* bytes = reinterpret_cast<const char*>(values.data() + off);
     if (dtype == wire::DType::kF16) {
       half_.resize(piece);
-      exchange::FloatsToHalves(values.data() + off, n, half_.data());
+      base::FloatsToHalves(values.data() + off, n, half_.data());
       bytes = reinterpret_cast<const char*>(half_.data());
     }
     const size_t n_bytes = n * wire::BytesPerValue(dtype);
-    crc = Crc32cExtend(crc, bytes, n_bytes);
+    crc = base::Crc32cExtend(crc, bytes, n_bytes);
     sent = off == 0 ? conn_.SendAll(head.data(), head.size(), bytes, n_bytes, waiting)
                     : conn_.SendAll(bytes, n_bytes, waiting);
   }
@@ -197,9 +197,9 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
       Close();
       return absl::UnavailableError(absl::StrCat(name_, ": data plane: ", s.message()));
     }
-    got_crc = Crc32cExtend(got_crc, bytes, n_bytes);
+    got_crc = base::Crc32cExtend(got_crc, bytes, n_bytes);
     if (dtype == wire::DType::kF16) {
-      exchange::HalvesToFloats(half_.data(), n, out.data() + off);
+      base::HalvesToFloats(half_.data(), n, out.data() + off);
     }
   }
   wire::TrailerBytes trailer;
@@ -242,10 +242,10 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
       const void* bytes = values.data() + off;
       if (half) {
         halves.resize(n);
-        exchange::FloatsToHalves(values.data() + off, n, halves.data());
+        base::FloatsToHalves(values.data() + off, n, halves.data());
         bytes = halves.data();
       }
-      const wire::TrailerBytes trailer = wire::EncodeTrailer(Crc32c(bytes, n * bpv));
+      const wire::TrailerBytes trailer = wire::EncodeTrailer(base::Crc32c(bytes, n * bpv));
       sent = off == 0 ? conn_.SendAll(head.data(), head.size(), bytes, n * bpv, check)
                       : conn_.SendAll(bytes, n * bpv, check);
       if (sent.ok()) sent = conn_.SendAll(trailer.data(), trailer.size(), check);
@@ -299,7 +299,7 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
     if (received.ok()) received = conn_.RecvAll(trailer.data(), trailer.size(), waiting);
     if (!received.ok()) break;
     absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
-    const uint32_t crc = Crc32c(bytes, n * bpv);
+    const uint32_t crc = base::Crc32c(bytes, n * bpv);
     if (!want.ok() || *want != crc) {
       received =
           want.ok() ? absl::DataLossError(absl::StrCat(
@@ -308,7 +308,7 @@ absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader
                     : absl::DataLossError(absl::StrCat(name_, ": ", want.status().message()));
       break;
     }
-    if (half) exchange::HalvesToFloats(half_.data(), n, out.data() + off);
+    if (half) base::HalvesToFloats(half_.data(), n, out.data() + off);
     ++next;
   }
   // An answer other than OK can come while the push is still going (the

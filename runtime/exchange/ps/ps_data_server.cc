@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/crc32c.h"
-#include "runtime/exchange/half_float.h"
+#include "base/crc32c.h"
+#include "base/half_float.h"
 #include "runtime/exchange/job_token.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
@@ -291,10 +291,10 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
     void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
     received = conn.RecvAll(wire_dst, n * bytes_per_value, check);
     if (!received.ok()) break;
-    crc = Crc32cExtend(crc, wire_dst, n * bytes_per_value);
+    crc = base::Crc32cExtend(crc, wire_dst, n * bytes_per_value);
     if (duplicate) continue;
     if (half) {
-      exchange::HalvesToFloats(scratch.half.data(), n, dst);
+      base::HalvesToFloats(scratch.half.data(), n, dst);
     }
     nonfinite += CountNonFinite(dst, n);
   }
@@ -378,8 +378,8 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
             half_pool_.Writable(half_, [] { return std::make_shared<HalfParams>(); });
         spare->version = version;
         spare->values.resize(p.values.size());
-        exchange::FloatsToHalves(p.values.data(), p.values.size(), spare->values.data());
-        spare->crc = Crc32c(spare->values.data(), spare->values.size() * sizeof(uint16_t));
+        base::FloatsToHalves(p.values.data(), p.values.size(), spare->values.data());
+        spare->crc = base::Crc32c(spare->values.data(), spare->values.size() * sizeof(uint16_t));
         half_ = std::move(spare);
       }
       h = half_;
@@ -403,7 +403,7 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   // The answer rides with the first piece.
   for (size_t off = 0; off < total || off == 0; off += wire::kPieceBytes) {
     const size_t n = std::min(wire::kPieceBytes, total - off);
-    if (!known) crc = Crc32cExtend(crc, data + off, n);
+    if (!known) crc = base::Crc32cExtend(crc, data + off, n);
     absl::Status s = off == 0 ? conn.SendAll(answer.data(), answer.size(), data, n, check)
                               : conn.SendAll(data + off, n, check);
     if (!s.ok()) return s;
@@ -484,7 +484,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
                                           " broke off at chunk ", index, ": ", failure.message()));
       break;
     }
-    const uint32_t crc = Crc32c(wire_dst, n * bpv);
+    const uint32_t crc = base::Crc32c(wire_dst, n * bpv);
     absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
     if (!want.ok() || *want != crc) {
       failure = want.ok() ? absl::DataLossError(absl::StrCat(
@@ -496,7 +496,7 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
       break;
     }
     if (duplicate) continue;  // committed before: as on the plain path, not looked at
-    if (half) exchange::HalvesToFloats(scratch.half.data(), n, dst);
+    if (half) base::HalvesToFloats(scratch.half.data(), n, dst);
     const int64_t nonfinite = CountNonFinite(dst, n);
     if (!taking) {
       // A stale push is dropped, but one with NaN/Inf is refused, as the
@@ -592,7 +592,7 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
       const void* bytes = r->values.data() + off;
       if (half) {
         halves.resize(n);
-        exchange::FloatsToHalves(r->values.data() + off, n, halves.data());
+        base::FloatsToHalves(r->values.data() + off, n, halves.data());
         bytes = halves.data();
       }
       wire::Frame f;
@@ -600,7 +600,7 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
       f.index = static_cast<uint32_t>(sent);
       f.values = static_cast<uint32_t>(n);
       const wire::FrameBytes fb = wire::EncodeFrame(f);
-      const wire::TrailerBytes tb = wire::EncodeTrailer(Crc32c(bytes, n * bpv));
+      const wire::TrailerBytes tb = wire::EncodeTrailer(base::Crc32c(bytes, n * bpv));
       absl::Status s = conn.SendAll(fb.data(), fb.size(), bytes, n * bpv, check);
       if (s.ok()) s = conn.SendAll(tb.data(), tb.size(), check);
       if (!s.ok()) {

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 
 namespace kubetrain::ps {
 
@@ -19,7 +19,7 @@ absl::StatusOr<v1::WireDType> ParseWireDType(const std::string& name) {
 
 size_t WireBytesPerElement(v1::WireDType dtype) { return dtype == v1::WIRE_DTYPE_F16 ? 2 : 4; }
 
-static uint32_t Checksum(const std::string& bytes) { return Crc32c(bytes.data(), bytes.size()); }
+static uint32_t Checksum(const std::string& bytes) { return base::Crc32c(bytes.data(), bytes.size()); }
 
 // Copies and checksums in blocks that stay in cache, so the checksum reads
 // what the copy just touched instead of making a second pass over memory.
@@ -31,7 +31,7 @@ static uint32_t CopyWithChecksum(char* dst, const char* src, size_t n) {
   for (size_t off = 0; off < n; off += kCopyBlock) {
     const size_t len = std::min(kCopyBlock, n - off);
     std::memcpy(dst + off, src + off, len);
-    crc = Crc32cExtend(crc, dst + off, len);
+    crc = base::Crc32cExtend(crc, dst + off, len);
   }
   return crc;
 }
@@ -45,7 +45,7 @@ void EncodeChunk(std::span<const float> values, int64_t offset, v1::WireDType dt
   if (dtype == v1::WIRE_DTYPE_F16) {
     data->resize(values.size() * 2);
     auto* out = reinterpret_cast<uint16_t*>(data->data());
-    exchange::FloatsToHalves(values.data(), values.size(), out);
+    base::FloatsToHalves(values.data(), values.size(), out);
     chunk->set_crc32c(Checksum(*data));
   } else {
     data->resize(values.size() * sizeof(float));
@@ -72,7 +72,7 @@ absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
   if (dtype == v1::WIRE_DTYPE_F16) {
     if (Checksum(chunk.data()) != chunk.crc32c()) return corrupt();
     const auto* in = reinterpret_cast<const uint16_t*>(chunk.data().data());
-    exchange::HalvesToFloats(in, out.size(), out.data());
+    base::HalvesToFloats(in, out.size(), out.data());
     return absl::OkStatus();
   }
   // Copy first, then verify: on a mismatch the destination holds garbage,

@@ -10,12 +10,12 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/tensor.pb.h"
-#include "runtime/exchange/half_float.h"
+#include "base/half_float.h"
 
 namespace kubetrain::ps {
 
-using exchange::FloatToHalf;
-using exchange::HalfToFloat;
+using base::FloatToHalf;
+using base::HalfToFloat;
 
 absl::StatusOr<v1::WireDType> ParseWireDType(const std::string& name);  // "fp32" | "fp16"
 size_t WireBytesPerElement(v1::WireDType dtype);

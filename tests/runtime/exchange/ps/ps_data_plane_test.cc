@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_data_server.h"
@@ -413,7 +413,7 @@ class DataPlaneRefusals : public ::testing::Test {
     std::vector<float> g(kParams, value);
     EXPECT_TRUE(w.SendHeader(Header(step)).ok());
     EXPECT_TRUE(w.SendFloats(g).ok());
-    EXPECT_TRUE(w.SendTrailer(Crc32c(g.data(), g.size() * sizeof(float))).ok());
+    EXPECT_TRUE(w.SendTrailer(base::Crc32c(g.data(), g.size() * sizeof(float))).ok());
     return w.ReadAnswer();
   }
   int64_t Applied() { return shard_.shard().Status().applied_pushes(); }
@@ -474,7 +474,7 @@ TEST_F(DataPlaneRefusals, CorruptPushCommitsNothing) {
   RawWorker w(shard_.data_address());
   ASSERT_EQ(w.Hello(0, kIncarnation, "t")->code, absl::StatusCode::kOk);
   std::vector<float> g(kParams, 0.25f);
-  const uint32_t crc = Crc32c(g.data(), g.size() * sizeof(float));
+  const uint32_t crc = base::Crc32c(g.data(), g.size() * sizeof(float));
   g[kParams / 2] = 99.0f;  // flipped in transit: the checksum was of the good bytes
   ASSERT_TRUE(w.SendHeader(Header(0)).ok());
   ASSERT_TRUE(w.SendFloats(g).ok());
@@ -500,7 +500,7 @@ TEST_F(DataPlaneRefusals, NonFiniteGradientCommitsNothing) {
   g[7] = std::numeric_limits<float>::quiet_NaN();
   ASSERT_TRUE(w.SendHeader(Header(0)).ok());
   ASSERT_TRUE(w.SendFloats(g).ok());
-  ASSERT_TRUE(w.SendTrailer(Crc32c(g.data(), g.size() * sizeof(float))).ok());
+  ASSERT_TRUE(w.SendTrailer(base::Crc32c(g.data(), g.size() * sizeof(float))).ok());
   absl::StatusOr<wire::Answer> a = w.ReadAnswer();
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_NE(a->code, absl::StatusCode::kOk);
@@ -656,7 +656,7 @@ struct RawPipelinedStep {
       std::vector<float> chunk(
           g.begin() + static_cast<std::ptrdiff_t>(off),
           g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), off + chunk_values)));
-      uint32_t crc = Crc32c(chunk.data(), chunk.size() * sizeof(float));
+      uint32_t crc = base::Crc32c(chunk.data(), chunk.size() * sizeof(float));
       if (c == at && how != Break::kNone) {
         before_break();
         if (how == Break::kHangUp) {
@@ -665,7 +665,7 @@ struct RawPipelinedStep {
         }
         if (how == Break::kNonFinite) {
           chunk[3] = std::numeric_limits<float>::infinity();
-          crc = Crc32c(chunk.data(), chunk.size() * sizeof(float));
+          crc = base::Crc32c(chunk.data(), chunk.size() * sizeof(float));
         } else {
           chunk[3] += 1.0f;  // changed in transit, after its checksum
         }
@@ -710,7 +710,7 @@ struct RawPipelinedStep {
       // (A hang-up of ours ends the connection anywhere.)
       if (!conn.RecvAll(dst, f->values * sizeof(float), check).ok()) return;
       if (!conn.RecvAll(tb.data(), tb.size(), check).ok()) return;
-      EXPECT_EQ(*wire::DecodeTrailer(tb), Crc32c(dst, f->values * sizeof(float)));
+      EXPECT_EQ(*wire::DecodeTrailer(tb), base::Crc32c(dst, f->values * sizeof(float)));
       ++next;
     }
   }

@@ -7,13 +7,13 @@
 // The span functions convert whole buffers, 8 values per instruction with
 // F16C where the CPU has it (checked once at start), the scalar functions
 // elsewhere; both give the same bits for every input.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_HALF_FLOAT_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_HALF_FLOAT_H_
+#ifndef KUBETRAIN_BASE_HALF_FLOAT_H_
+#define KUBETRAIN_BASE_HALF_FLOAT_H_
 
 #include <cstddef>
 #include <cstdint>
 
-namespace kubetrain::exchange {
+namespace kubetrain::base {
 
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);
@@ -25,6 +25,6 @@ void HalvesToFloats(const uint16_t* in, size_t n, float* out);
 // out[i] += HalfToFloat(in[i]) for i < n (a reduction's receive side).
 void AddHalvesTo(const uint16_t* in, size_t n, float* out);
 
-}  // namespace kubetrain::exchange
+}  // namespace kubetrain::base
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_HALF_FLOAT_H_
+#endif  // KUBETRAIN_BASE_HALF_FLOAT_H_

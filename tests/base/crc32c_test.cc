@@ -1,4 +1,4 @@
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 
 #include <random>
 #include <string>
@@ -10,11 +10,11 @@ namespace kubetrain {
 namespace {
 
 TEST(Crc32c, KnownAnswers) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
-  EXPECT_EQ(Crc32c("", 0), 0u);
+  EXPECT_EQ(base::Crc32c("123456789", 9), 0xe3069283u);
+  EXPECT_EQ(base::Crc32c("", 0), 0u);
   const std::string zeros(32, '\0');
-  EXPECT_EQ(Crc32c(zeros.data(), zeros.size()), 0x8a9136aau);  // RFC 3720 B.4
-  EXPECT_EQ(Crc32cPortable(0, "123456789", 9), 0xe3069283u);
+  EXPECT_EQ(base::Crc32c(zeros.data(), zeros.size()), 0x8a9136aau);  // RFC 3720 B.4
+  EXPECT_EQ(base::Crc32cPortable(0, "123456789", 9), 0xe3069283u);
 }
 
 TEST(Crc32c, FastPathMatchesThePortableOneAtEveryLengthAndSplit) {
@@ -23,12 +23,12 @@ TEST(Crc32c, FastPathMatchesThePortableOneAtEveryLengthAndSplit) {
   for (auto& b : data) b = static_cast<unsigned char>(rng());
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{4095}, size_t{12288},
                    size_t{12289}, data.size()}) {
-    EXPECT_EQ(Crc32c(data.data(), n), Crc32cPortable(0, data.data(), n)) << n;
+    EXPECT_EQ(base::Crc32c(data.data(), n), base::Crc32cPortable(0, data.data(), n)) << n;
   }
-  const uint32_t whole = Crc32c(data.data(), data.size());
-  EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), 5000), data.data() + 5000, data.size() - 5000), whole);
+  const uint32_t whole = base::Crc32c(data.data(), data.size());
+  EXPECT_EQ(base::Crc32cExtend(base::Crc32c(data.data(), 5000), data.data() + 5000, data.size() - 5000), whole);
   data[17000] ^= 1;
-  EXPECT_NE(Crc32c(data.data(), data.size()), whole);
+  EXPECT_NE(base::Crc32c(data.data(), data.size()), whole);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "runtime/exchange/crc32c.h"
+#include "base/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace kubetrain {
+namespace kubetrain::base {
 namespace {
 
 constexpr uint32_t kPoly = 0x82f63b78;  // reflected Castagnoli polynomial
@@ -102,4 +102,4 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
 
 uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
 
-}  // namespace kubetrain
+}  // namespace kubetrain::base

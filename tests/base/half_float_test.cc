@@ -1,7 +1,7 @@
 // The buffer conversions (F16C where the CPU has it) give the same bits as
 // the scalar ones for every half and for floats across the whole range,
 // including NaN payloads, infinities, subnormals and ragged tails.
-#include "runtime/exchange/half_float.h"
+#include "base/half_float.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-namespace kubetrain::exchange {
+namespace kubetrain::base {
 namespace {
 
 TEST(HalfFloat, EveryHalfWidensAsTheScalarDoes) {
@@ -92,4 +92,4 @@ TEST(HalfFloat, NonFiniteValuesStayNonFinite) {
 }
 
 }  // namespace
-}  // namespace kubetrain::exchange
+}  // namespace kubetrain::base

@@ -1,4 +1,4 @@
-#include "runtime/exchange/half_float.h"
+#include "base/half_float.h"
 
 #include <bit>
 
@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-namespace kubetrain::exchange {
+namespace kubetrain::base {
 
 uint16_t FloatToHalf(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -115,4 +115,4 @@ void AddHalvesTo(const uint16_t* in, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] += HalfToFloat(in[i]);
 }
 
-}  // namespace kubetrain::exchange
+}  // namespace kubetrain::base
