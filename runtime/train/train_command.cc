@@ -108,6 +108,17 @@ absl::StatusOr<std::vector<float>> HostParams(nn::Model& model) {
   return host;
 }
 
+// "final parameters crc32c=...": replicas that ended with the same
+// parameters print the same line (tests and users compare them).
+absl::Status ReportFinalParameters(nn::Model& model, ProgressReporter& progress) {
+  absl::StatusOr<std::vector<float>> params = HostParams(model);
+  if (!params.ok()) return params.status();
+  progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
+                                base::Crc32c(params->data(), params->size() * sizeof(float)),
+                                params->size()));
+  return absl::OkStatus();
+}
+
 int ExitCodeFor(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsAborted(s) ? kExitPeerLost : kExitPermanent;
 }
@@ -329,11 +340,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
   // Every rank prints the same checksum when the ranks stayed in lockstep.
-  absl::StatusOr<std::vector<float>> params = HostParams(*model);
-  if (!params.ok()) return fail(params.status());
-  progress.Info(absl::StrFormat("final parameters crc32c=%08x (%d values)",
-                                base::Crc32c(params->data(), params->size() * sizeof(float)),
-                                params->size()));
+  if (absl::Status s = ReportFinalParameters(*model, progress); !s.ok()) return fail(s);
   progress.Final(MakeFinal(*result, o.trainer.epochs, rank0));
   return kExitSuccess;
 }
@@ -391,6 +398,8 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
                   initializer ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
   if (!result.ok()) return fail(result.status());
+  // In sync mode every worker's last pull is the same update: one checksum.
+  if (absl::Status s = ReportFinalParameters(*model, progress); !s.ok()) return fail(s);
   progress.Final(MakeFinal(*result, o.trainer.epochs, initializer));
   return kExitSuccess;
 }
