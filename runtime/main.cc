@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/nn/model_spec.h"
+#include "runtime/plan/plan_command.h"
 #include "runtime/tensor/denormals.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/termination_message.h"
@@ -255,6 +256,43 @@ int main(int argc, char** argv) {
          "Seconds replicas get to exit on their own, then after SIGTERM, when the job ends")
       ->capture_default_str();
 
+  kubetrain::plan::PlanOptions plan_options;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Predict step time and scaling efficiency on a link (docs/scaling.md)");
+  {
+    auto& p = plan_options;
+    plan->add_option("--model", p.model, "Built-in model (mlp, cnn) or a YAML/JSON model file")
+        ->capture_default_str();
+    plan->add_option("--params", p.params, "Or a bare parameter count (e.g. 25600000)")
+        ->check(CLI::PositiveNumber);
+    plan->add_option("--step-ms", p.step_ms,
+                     "One worker's step time alone, in ms (batch / samples per second)")
+        ->required();
+    plan->add_option("--workers", p.workers,
+                     "World sizes to predict: replicas (GPUs), --gpus-per-pod of them per pod")
+        ->delimiter(',')
+        ->capture_default_str();
+    plan->add_option("--ps-shards", p.ps_shards,
+                     "PS shard counts to predict (default: 1 and the recommended count)")
+        ->delimiter(',');
+    plan->add_option("--algorithms", p.algorithms, "ring, ps or ring,ps")->capture_default_str();
+    plan->add_option("--gpus-per-pod", p.gpus_per_pod, "GPUs per pod (--gpus), averaged first")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    plan->add_option("--link", p.link, "Each host's link rate, each way (100mbit, 25gbit)")
+        ->capture_default_str();
+    plan->add_option("--alpha-us", p.alpha_us, "One-way latency per message, microseconds")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    plan->add_option("--wire-dtype", p.wire_dtype, "fp32 or fp16")->capture_default_str();
+    plan->add_option("--bucket-mb", p.bucket_mb, "Allreduce bucket (default: the recommended)");
+    plan->add_flag("--ps-pipeline", p.ps_pipeline, "PS steps pipelined (--ps-pipeline)");
+    plan->add_option("--shared-cores", p.shared_cores,
+                     "The hosts share this many cores (test hosts on one machine)")
+        ->check(CLI::NonNegativeNumber);
+    plan->add_option("--format", p.format, "table or csv")->capture_default_str();
+  }
+
   CLI::App* models = app.add_subcommand("models", "Print the built-in models as YAML");
   CLI::App* devices = app.add_subcommand("devices", "List the devices this process can use");
 
@@ -269,6 +307,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     return *code;
+  }
+  if (plan->parsed()) {
+    if (absl::Status s = kubetrain::plan::RunPlan(plan_options, std::cout); !s.ok()) {
+      std::cerr << "kubetrain: error: " << s.message() << std::endl;
+      return 1;
+    }
+    return 0;
   }
   if (models->parsed()) {
     for (const std::string& name : kubetrain::nn::BuiltinModelNames()) {
