@@ -4,7 +4,8 @@
 # host, so an exchange is measured where a cluster's limit is, the network,
 # not the 2 cores of a loopback run.
 #
-#   scripts/test-hosts.sh up   --hosts N [--rate 1gbit] [--delay 100us] [--prefix kth]
+#   scripts/test-hosts.sh up   --hosts N [--rate 1gbit] [--delay 100us] [--mtu 1500]
+#                              [--prefix kth]
 #   scripts/test-hosts.sh down [--prefix kth]
 #   scripts/test-hosts.sh addr I [--prefix kth]          host I's address
 #   scripts/test-hosts.sh exec I [--prefix kth] -- CMD...  run CMD on host I
@@ -19,7 +20,9 @@
 # the bridge end what it receives: a full-duplex NIC), with a bucket of 1 ms
 # of traffic (a NIC banks nothing). --delay adds netem delay on what a host
 # sends (one-way host-to-host latency = delay); kernels without sch_netem
-# refuse it with a clear error (this machine's does).
+# refuse it with a clear error (this machine's does). --mtu sets every link's
+# MTU (9000: jumbo frames, as many cluster networks use; tbf counts headers,
+# so the payload share of the rate is 1448/1514 at 1500 and 8948/9014 at 9000).
 #
 # `job` places PS shards on hosts 0..K-1 and workers (then the chief-less
 # allreduce ring when K is 0) on hosts K..K+W-1, every replica on the default
@@ -37,7 +40,7 @@ usage() { sed -n '2,13p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 cmd=$1; shift
 
-prefix=kth hosts=0 rate=1gbit delay="" ps=0 workers=0 bin="" logs="" timeout=600 index=""
+prefix=kth hosts=0 rate=1gbit delay="" mtu=1500 ps=0 workers=0 bin="" logs="" timeout=600 index=""
 rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     --ps) ps=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
@@ -113,24 +117,26 @@ shape() {  # shape NS DEV: tbf at --rate, netem --delay first when given
 up() {
   need_root
   [ "$hosts" -ge 1 ] && [ "$hosts" -le 64 ] || { echo "test-hosts: --hosts must be 1-64" >&2; exit 2; }
+  [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] ||
+    { echo "test-hosts: --mtu must be 576-65535" >&2; exit 2; }
   rate_bytes "$rate" >/dev/null
   down
   local br="${prefix}-br" i ns
   ip netns add "$br"
   ip -n "$br" link add br0 type bridge
-  ip -n "$br" link set br0 up
+  ip -n "$br" link set br0 mtu "$mtu" up
   for i in $(seq 0 $((hosts - 1))); do
     ns="${prefix}-$i"
     ip netns add "$ns"
     ip -n "$br" link add "p$i" type veth peer name eth0 netns "$ns"
-    ip -n "$br" link set "p$i" master br0 up
+    ip -n "$br" link set "p$i" mtu "$mtu" master br0 up
     ip -n "$ns" addr add "$(addr_of "$i")/24" dev eth0
     ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set eth0 mtu "$mtu" up
     shape "$ns" eth0 || { down; exit 1; }
     shape "$br" "p$i" || { down; exit 1; }
   done
-  echo "test-hosts: $hosts host(s) ${prefix}-0..$((hosts - 1)) on $(subnet).0/24, $rate each way${delay:+, $delay one-way}"
+  echo "test-hosts: $hosts host(s) ${prefix}-0..$((hosts - 1)) on $(subnet).0/24, $rate each way${delay:+, $delay one-way}, MTU $mtu"
 }
 
 cpu_ticks() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
