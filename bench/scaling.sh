@@ -13,13 +13,15 @@
 #
 # usage: bench/scaling.sh [--bin B] [--rates 20mbit,100mbit] [--models mlp,cnn]
 #            [--sizes 2,4,8] [--algorithms ring,ps] [--shards 2] [--steps 40]
-#            [--batch 64] [--wire-dtype fp32]
+#            [--batch 64] [--wire-dtype fp32] [--mtu 1500]
+# --models takes built-in names or spec files (bench/models/wide.yaml: mostly
+# gradient, for the line-rate rows).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh="$here/../scripts/test-hosts.sh"
 bin=$(command -v kubetrain || true)
 rates=20mbit,100mbit models=mlp,cnn sizes=2,4,8 algorithms=ring,ps shards=2 steps=40 batch=64
-dtype=fp32
+dtype=fp32 mtu=1500
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --wire-dtype) dtype=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     *) sed -n '2,16p' "$0" >&2; exit 2 ;;
   esac
 done
@@ -55,10 +58,12 @@ steady_ms() {
       m = NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2; printf "%.2f", 1000 * b / m}'
 }
 
-printf '%-8s %-5s %-5s %3s %6s %8s %10s %10s %10s %7s %6s\n' rate model algo N shards \
-  compute predicted measured "exchange" error idle
+# line: the model's wire time at the measured B over the exchange time the job
+# shows (its step less the model's compute): 1.0 is line rate.
+printf '%-8s %-5s %-5s %3s %6s %8s %10s %10s %10s %7s %6s %6s\n' rate model algo N shards \
+  compute predicted measured "exchange" error line idle
 for rate in "${rate_list[@]}"; do
-  "$hosts_sh" up --hosts "$total_hosts" --rate "$rate" --prefix "$prefix" >/dev/null
+  "$hosts_sh" up --hosts "$total_hosts" --rate "$rate" --mtu "$mtu" --prefix "$prefix" >/dev/null
   "$hosts_sh" exec 1 --prefix "$prefix" -- python3 "$here/link_probe.py" serve 5001 &
   probe=$("$hosts_sh" exec 0 --prefix "$prefix" -- python3 "$here/link_probe.py" probe \
     "$("$hosts_sh" addr 1 --prefix "$prefix")" 5001 --bytes 8000000)
@@ -66,7 +71,7 @@ for rate in "${rate_list[@]}"; do
   alpha=$(sed -E 's/.*alpha_us=([0-9.]+).*/\1/' <<<"$probe")
   bps=$(sed -E 's/.*bytes_per_second=([0-9.]+).*/\1/' <<<"$probe")
   link_kbit=$(awk -v b="$bps" 'BEGIN {printf "%.0f", b * 8 / 1000}')
-  echo "# $rate: alpha ${alpha} us, B $(awk -v b="$bps" 'BEGIN {printf "%.2f", b / 1e6}') MB/s payload" >&2
+  echo "# $rate, MTU $mtu: alpha ${alpha} us, B $(awk -v b="$bps" 'BEGIN {printf "%.2f", b / 1e6}') MB/s payload" >&2
   for model in "${model_list[@]}"; do
     # One worker alone on host 0: the compute the model starts from.
     "$hosts_sh" exec 0 --prefix "$prefix" -- "$bin" train --model "$model" --epochs 1 \
@@ -93,10 +98,12 @@ for rate in "${rate_list[@]}"; do
           --algorithms "$algo" --ps-shards "$shards" --link "${link_kbit}kbit" \
           --alpha-us "$alpha" --bucket-mb 25 --wire-dtype "$dtype" --shared-cores "$cores" \
           --format csv | tail -1)
-        IFS=, read -r _ _ _ _ _ _ _ exch _ step _ <<<"$pred"
+        IFS=, read -r _ _ _ _ _ comp _ exch _ step _ <<<"$pred"
         err=$(awk -v p="$step" -v m="$measured" 'BEGIN {printf "%+.1f%%", 100 * (m - p) / p}')
-        printf '%-8s %-5s %-5s %3d %6d %8s %10s %10s %10s %7s %5s%%\n' "$rate" "$model" "$algo" \
-          "$n" "$k" "$compute" "$step" "$measured" "$exch" "$err" "$idle"
+        line=$(awk -v e="$exch" -v m="$measured" -v c="$comp" 'BEGIN {printf "%.2f", e / (m - c)}')
+        printf '%-8s %-5s %-5s %3d %6d %8s %10s %10s %10s %7s %6s %5s%%\n' "$rate" \
+          "$(basename "$model" .yaml)" "$algo" "$n" "$k" "$compute" "$step" "$measured" "$exch" \
+          "$err" "$line" "$idle"
       done
     done
   done
