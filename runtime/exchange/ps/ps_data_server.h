@@ -66,10 +66,10 @@ class PsDataServer {
   // winds down), plus 16.
   int MaxConnections() const;
   // Connections open now (tests).
-  int connections() const;
+  int connections() const ABSL_LOCKS_EXCLUDED(mu_);
   // Pipelined steps served to the end (tests).
   int64_t pipelined_steps() const { return pipelined_steps_; }
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Connection {
@@ -79,7 +79,7 @@ class PsDataServer {
   };
 
   PsDataServer(ShardSession& session, exchange::TcpListener listener);
-  void AcceptLoop();
+  void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void Serve(Connection& c);
   // A connection's buffers: a duplicate push's floats land in `floats`;
   // fp16 values, either way, pass through `half` one piece at a time.
@@ -116,7 +116,7 @@ class PsDataServer {
   // wire's framing, so they are kept here.
   absl::Status SendParams(exchange::TcpConnection& conn, const data_plane::AnswerBytes& answer,
                           const PinnedParams& p, data_plane::DType dtype,
-                          const exchange::IoCheck& check);
+                          const exchange::IoCheck& check) ABSL_LOCKS_EXCLUDED(crc_mu_);
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ShardSession& session_;

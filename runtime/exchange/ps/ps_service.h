@@ -110,7 +110,7 @@ class PsService final : public grpc::Service {
   // Waits as the pull request's mode says, then the encoded frames of the
   // parameters it may read.
   grpc::Status ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
-                          std::shared_ptr<const PullFrames>* out);
+                          std::shared_ptr<const PullFrames>* out) ABSL_LOCKS_EXCLUDED(pull_mu_);
 
   ShardSession& session_;
   std::atomic<int> data_port_{0};
