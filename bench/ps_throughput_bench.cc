@@ -4,7 +4,7 @@
 //   build/bench/kubetrain_ps_bench --quick    (64 MB only)
 //
 // Each cell starts 1 or 2 in-process parameter-server shards (PsShard +
-// PsService on 127.0.0.1:0, sgd with momentum 0) and W worker threads, each
+// ShardSession + PsService on 127.0.0.1:0, sgd with momentum 0) and W worker threads, each
 // with its own PsExchange (its own channels, so its own TCP connections).
 // A worker step pushes the gradient and pulls the parameters: 2 * 4 bytes
 // per parameter (2 * 2 with --wire-dtype=fp16). The TCP peer runs W client threads, each with its
@@ -62,6 +62,7 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/ps/shard_session.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 
@@ -111,10 +112,10 @@ class LoopbackShard {
     o.incarnation = 1000 + index;
     o.pipeline = pipeline;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    service_ = std::make_unique<PsService>(*shard_, "");
+    session_ = std::make_unique<ShardSession>(*shard_, "");
+    service_ = std::make_unique<PsService>(*session_);
     if (tcp) {
-      absl::StatusOr<std::unique_ptr<PsDataServer>> d =
-          PsDataServer::Start(*shard_, "127.0.0.1", "");
+      absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(*session_, "127.0.0.1");
       if (!d.ok()) Die(std::string(d.status().message()));
       data_ = std::move(*d);
       service_->set_data_port(data_->port());
@@ -141,6 +142,7 @@ class LoopbackShard {
  private:
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<ShardSession> session_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<PsDataServer> data_;
   std::unique_ptr<grpc::Server> server_;

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
 #include "base/half_float.h"
-#include "runtime/exchange/job_token.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -65,33 +64,27 @@ void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uin
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsDataServer>> PsDataServer::Start(
-    PsShard& shard, const std::string& host, std::string token, metrics::RuntimeMetrics* metrics) {
+absl::StatusOr<std::unique_ptr<PsDataServer>> PsDataServer::Start(ShardSession& session,
+                                                                  const std::string& host) {
   absl::StatusOr<exchange::TcpListener> listener = exchange::TcpListener::Listen(host, 0);
   if (!listener.ok()) {
     return absl::Status(listener.status().code(),
                         absl::StrCat("PS data plane: ", listener.status().message()));
   }
-  std::unique_ptr<PsDataServer> s(
-      new PsDataServer(shard, std::move(*listener), std::move(token), metrics));
+  std::unique_ptr<PsDataServer> s(new PsDataServer(session, std::move(*listener)));
   s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }
 
-PsDataServer::PsDataServer(PsShard& shard, exchange::TcpListener listener, std::string token,
-                           metrics::RuntimeMetrics* metrics)
-    : shard_(shard),
-      listener_(std::move(listener)),
-      port_(listener_.port()),
-      token_(std::move(token)),
-      metrics_(metrics) {}
+PsDataServer::PsDataServer(ShardSession& session, exchange::TcpListener listener)
+    : session_(session), listener_(std::move(listener)), port_(listener_.port()) {}
 
 PsDataServer::~PsDataServer() { Stop(); }
 
-int PsDataServer::MaxConnections() const { return 4 * shard_.options().num_workers + 16; }
+int PsDataServer::MaxConnections() const { return 4 * session_.shard().options().num_workers + 16; }
 
 int PsDataServer::connections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& c : connections_) n += c->done ? 0 : 1;
   return n;
@@ -110,7 +103,7 @@ void PsDataServer::Stop() {
   }
   std::list<std::unique_ptr<Connection>> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& c : connections_) c->conn.Shutdown();  // wakes a blocked receive or send
     all.swap(connections_);
   }
@@ -138,15 +131,16 @@ void PsDataServer::AcceptLoop() {
   while (!stopping_) {
     absl::StatusOr<TcpConnection> conn = listener_.Accept(1.0, check);
     if (!conn.ok()) continue;  // the timeout, a stop, or a connection reset before accept
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ReapFinished();
     if (stopping_) break;
     if (static_cast<int>(connections_.size()) >= MaxConnections()) {
-      const absl::Status full = absl::ResourceExhaustedError(
-          absl::StrCat("parameter server data plane: ", connections_.size(),
-                       " connections already open (at most ", MaxConnections(), ")"));
-      shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(full.message()));
-      SendError(*conn, full, false, shard_.options().incarnation);
+      const absl::Status full =
+          session_.Reject(metrics::RejectReason::kBadHeader,
+                          absl::ResourceExhaustedError(absl::StrCat(
+                              "parameter server data plane: ", connections_.size(),
+                              " connections already open (at most ", MaxConnections(), ")")));
+      SendError(*conn, full, false, session_.incarnation());
       continue;  // closed as `conn` goes
     }
     auto c = std::make_unique<Connection>();
@@ -167,7 +161,7 @@ void PsDataServer::AcceptLoop() {
 
 void PsDataServer::Serve(Connection& c) {
   TcpConnection& conn = c.conn;
-  const uint64_t incarnation = shard_.options().incarnation;
+  const uint64_t incarnation = session_.incarnation();
   const auto hello_deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(kHelloSeconds);
   const auto hello_check = [&] {
@@ -180,28 +174,17 @@ void PsDataServer::Serve(Connection& c) {
   if (!conn.RecvAll(hello_bytes.data(), hello_bytes.size(), hello_check).ok()) return;
   absl::StatusOr<wire::Hello> hello = wire::DecodeHello(hello_bytes);
   if (!hello.ok()) {
-    shard_.CountRejected(metrics::RejectReason::kBadHeader,
-                         absl::StrCat("data-plane connection: ", hello.status().message()));
-    SendError(conn, hello.status(), false, incarnation);
+    SendError(
+        conn,
+        session_.Reject(metrics::RejectReason::kBadHeader, hello.status(), "data-plane connection"),
+        false, incarnation);
     return;
   }
   std::string token(hello->token_bytes, '\0');
   if (!conn.RecvAll(token.data(), token.size(), hello_check).ok()) return;
-  if (!exchange::JobTokenAccepted(token_, token)) {
-    const absl::Status denied = exchange::WrongJobTokenError();
-    shard_.CountRejected(
-        metrics::RejectReason::kBadToken,
-        absl::StrCat("data-plane connection of worker ", hello->worker, ": ", denied.message()));
-    SendError(conn, denied, false, incarnation);
-    return;
-  }
-  if (hello->incarnation != incarnation) {
-    SendError(conn, StaleIncarnationError(incarnation, hello->incarnation), false, incarnation);
-    return;
-  }
-  if (hello->worker < 0 || hello->worker >= shard_.options().num_workers) {
-    SendError(conn, absl::InvalidArgumentError(absl::StrCat("unknown worker id ", hello->worker)),
-              false, incarnation);
+  if (absl::Status s = session_.AdmitConnection(hello->worker, hello->incarnation, token);
+      !s.ok()) {
+    SendError(conn, s, false, incarnation);
     return;
   }
   wire::Answer ok;
@@ -213,8 +196,23 @@ void PsDataServer::Serve(Connection& c) {
   }
 }
 
+absl::Status PsDataServer::ReceiveValues(TcpConnection& conn, float* to, size_t n,
+                                         wire::DType dtype, bool drop, Scratch& scratch,
+                                         const exchange::IoCheck& check, uint32_t* crc,
+                                         int64_t* nonfinite) {
+  const bool half = dtype == wire::DType::kF16;
+  const size_t bytes = n * wire::BytesPerValue(dtype);
+  void* wire_to = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(to);
+  if (absl::Status s = conn.RecvAll(wire_to, bytes, check); !s.ok()) return s;
+  *crc = base::Crc32cExtend(*crc, wire_to, bytes);
+  if (drop) return absl::OkStatus();
+  if (half) base::HalvesToFloats(scratch.half.data(), n, to);
+  *nonfinite += CountNonFinite(to, n);
+  return absl::OkStatus();
+}
+
 bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
-  const uint64_t incarnation = shard_.options().incarnation;
+  const uint64_t incarnation = session_.incarnation();
   const auto check = [this] {
     return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
   };
@@ -224,152 +222,100 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
   if (!conn.RecvAll(head_bytes.data(), head_bytes.size(), check).ok()) return false;
   absl::StatusOr<wire::StepHeader> head = wire::DecodeStepHeader(head_bytes);
   if (!head.ok()) {
-    shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(head.status().message()));
-    SendError(conn, head.status(), false, incarnation);
+    SendError(conn, session_.Reject(metrics::RejectReason::kBadHeader, head.status()), false,
+              incarnation);
     return false;
   }
-  if (head->worker != worker) {
-    const absl::Status bad = absl::InvalidArgumentError(
-        absl::StrCat("a step of worker ", head->worker, " on the connection of worker ", worker));
-    shard_.CountRejected(metrics::RejectReason::kBadHeader, std::string(bad.message()));
-    SendError(conn, bad, false, incarnation);
+  PushHead push_head;
+  push_head.worker = head->worker;
+  push_head.step = head->step;
+  push_head.incarnation = head->incarnation;
+  push_head.connection_worker = worker;
+  push_head.extent = Range{head->offset, head->length};
+  push_head.pipelined = head->pipelined;
+  absl::StatusOr<StagedPush> push = session_.BeginPush(push_head);
+  if (!push.ok()) {
+    // Refused before any value was read or sent back: a plain answer, for
+    // a pipelined step too (the worker reads it in place of a frame).
+    SendError(conn, push.status(), false, incarnation);
     return false;
   }
-  if (head->incarnation != incarnation) {
-    SendError(conn, StaleIncarnationError(incarnation, head->incarnation), false, incarnation);
-    return false;
-  }
-  const Range range = shard_.range();
-  if (head->offset != range.offset || head->length != range.length) {
-    // The payload's size is not this shard's: refuse before reading it.
-    const absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
-        "push of [", head->offset, ", ", head->offset + head->length, ") does not fit: shard ",
-        shard_.options().shard_index, " owns [", range.offset, ", ", range.end(), ")"));
-    shard_.CountRejected(metrics::RejectReason::kBadRange, std::string(bad.message()));
-    SendError(conn, bad, false, incarnation);
-    return false;
-  }
-  if (head->pipelined) {
-    if (!shard_.pipelined()) {
-      SendError(conn,
-                absl::FailedPreconditionError(
-                    "this parameter server does not take pipelined steps (no --ps-pipeline)"),
-                false, incarnation);
-      return false;
-    }
-    return PipelinedStep(conn, worker, *head, scratch);
-  }
-  absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head->step, false);
-  const bool duplicate = absl::IsAlreadyExists(staging.status());
-  if (!staging.ok() && !duplicate) {
-    if (absl::IsInvalidArgument(staging.status())) {
-      shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
-                           std::string(staging.status().message()));
-    }
-    SendError(conn, staging.status(), false, incarnation);
-    return false;
-  }
-  // Receive the gradient piece by piece, checksumming and counting NaN/Inf
-  // while each piece is in cache (fp16: received into scratch.half and
-  // widened into the slot). A duplicate (a retry of a push already
-  // committed) is read into scratch and dropped.
-  const size_t total = static_cast<size_t>(range.length);
-  const bool half = head->dtype == wire::DType::kF16;
+  if (head->pipelined) return PipelinedStep(conn, worker, *head, *push, scratch);
+  // Receive the gradient piece by piece where the session places it,
+  // checksumming and counting NaN/Inf while each piece is in cache (fp16:
+  // received into scratch.half and widened into the slot). A duplicate (a
+  // retry of a push already committed) is read into scratch and dropped.
+  const size_t total = static_cast<size_t>(head->length);
   const size_t bytes_per_value = wire::BytesPerValue(head->dtype);
   const size_t piece = wire::kPieceBytes / bytes_per_value;
-  if (half) {
-    scratch.half.resize(std::min(total, piece));
-  } else if (duplicate) {
-    scratch.floats.resize(std::min(total, piece));
-  }
+  if (head->dtype == wire::DType::kF16) scratch.half.resize(std::min(total, piece));
+  if (push->duplicate()) scratch.floats.resize(std::min(total, piece));
   uint32_t crc = 0;
-  int64_t nonfinite = 0;
   absl::Status received;
   for (size_t off = 0; off < total && received.ok(); off += piece) {
     const size_t n = std::min(piece, total - off);
-    float* dst = duplicate ? scratch.floats.data() : staging->data() + off;
-    void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
-    received = conn.RecvAll(wire_dst, n * bytes_per_value, check);
-    if (!received.ok()) break;
-    crc = base::Crc32cExtend(crc, wire_dst, n * bytes_per_value);
-    if (duplicate) continue;
-    if (half) {
-      base::HalvesToFloats(scratch.half.data(), n, dst);
+    absl::StatusOr<std::span<float>> to =
+        push->Place(head->offset + static_cast<int64_t>(off), static_cast<int64_t>(n));
+    if (!to.ok()) {
+      received = to.status();
+      break;
     }
-    nonfinite += CountNonFinite(dst, n);
+    int64_t nonfinite = 0;
+    received = ReceiveValues(conn, to->empty() ? scratch.floats.data() : to->data(), n, head->dtype,
+                             push->duplicate(), scratch, check, &crc, &nonfinite);
+    if (received.ok()) {
+      received = push->Arrived(nonfinite, static_cast<int64_t>(n * bytes_per_value));
+    }
   }
   wire::TrailerBytes trailer;
   if (received.ok()) received = conn.RecvAll(trailer.data(), trailer.size(), check);
   if (!received.ok()) {
-    // The worker went away mid-push: nothing was committed.
-    if (!duplicate) shard_.EndStaging(worker);
+    // The worker went away mid-push: nothing is committed.
     return false;
   }
   absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
-  absl::Status payload = want.status();
-  if (payload.ok() && *want != crc) {
-    payload = absl::DataLossError(absl::StrCat("push of worker ", worker, " step ", head->step,
-                                               " failed its checksum (CRC-32C ", absl::Hex(crc),
-                                               ", sent ", absl::Hex(*want), "): nothing applied"));
-  }
-  if (!payload.ok()) {
-    if (!duplicate) {
-      shard_.EndStaging(worker);
-      shard_.CountRejected(metrics::RejectReason::kBadChunk, std::string(payload.message()));
-    }
-    SendError(conn, payload, false, incarnation);
+  absl::Status payload = want.ok() ? push->CheckCrc(crc, *want)
+                                   : push->Fail(want.status(), metrics::RejectReason::kBadChunk);
+  absl::StatusOr<PushAnswer> committed =
+      payload.ok() ? push->Commit() : absl::StatusOr<PushAnswer>(payload);
+  if (!committed.ok()) {
+    SendError(conn, committed.status(), false, incarnation);
     return false;
   }
-  if (!duplicate) {
-    absl::StatusOr<PushResult> r = shard_.CommitPush(worker, head->step, nonfinite);
-    shard_.EndStaging(worker);
-    if (!r.ok()) {
-      SendError(conn, r.status(), false, incarnation);
-      return false;
-    }
-    if (metrics_ != nullptr) {
-      metrics_->AddReceivedBytes(metrics::PeerRole::kWorker,
-                                 static_cast<int64_t>(total * bytes_per_value));
-    }
-  }
   // The pull: wait as the mode says, then send the parameters pinned.
-  Pinned snap;
-  absl::StatusOr<PullResult> pulled = shard_.Read(
-      worker, head->min_step, head->clock,
-      [&](std::span<const float> params, const PullResult& r) {
-        snap.result = r;
-        snap.values = params;
-      },
-      [&] { return stopping_.load() || conn.PeerHungUp(); });
-  if (!pulled.ok()) {
-    SendError(conn, pulled.status(), true, incarnation);
+  PullAsk ask;
+  ask.worker = worker;
+  ask.incarnation = head->incarnation;
+  ask.min_step = head->min_step;
+  ask.clock = head->clock;
+  absl::StatusOr<PinnedParams> pinned =
+      session_.ReadPinned(ask, [&] { return stopping_.load() || conn.PeerHungUp(); });
+  if (!pinned.ok()) {
+    SendError(conn, pinned.status(), true, incarnation);
     return false;
   }
   wire::Answer a;
   a.pushed = true;
-  a.finished = snap.result.finished;
+  a.finished = pinned->result.finished;
   a.has_params = true;
-  a.global_step = snap.result.global_step;
+  a.global_step = pinned->result.global_step;
   a.incarnation = incarnation;
-  a.offset = range.offset;
-  a.length = range.length;
-  if (!SendParams(conn, wire::EncodeAnswer(a), snap, head->dtype, check).ok()) return false;
-  if (metrics_ != nullptr) {
-    metrics_->AddSentBytes(metrics::PeerRole::kWorker,
-                           static_cast<int64_t>(snap.values.size() * bytes_per_value));
-  }
+  a.offset = head->offset;
+  a.length = head->length;
+  if (!SendParams(conn, wire::EncodeAnswer(a), *pinned, head->dtype, check).ok()) return false;
+  session_.CountSent(worker, static_cast<int64_t>(pinned->values.size() * bytes_per_value));
   return true;
 }
 
 absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerBytes& answer,
-                                      const Pinned& p, wire::DType dtype,
+                                      const PinnedParams& p, wire::DType dtype,
                                       const exchange::IoCheck& check) {
   const uint64_t version = p.result.version;
   if (dtype == wire::DType::kF16) {
     // Narrowed once per version, with its checksum, for every fp16 sender.
     std::shared_ptr<const HalfParams> h;
     {
-      std::lock_guard<std::mutex> lock(crc_mu_);
+      absl::MutexLock lock(&crc_mu_);
       if (half_ == nullptr || half_->version != version) {
         // Narrowed into a buffer no sender holds: a fresh one per version
         // cost a page fault per 4 KiB for large shards, and in async mode a
@@ -394,7 +340,7 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   }
   std::optional<uint32_t> known;
   {
-    std::lock_guard<std::mutex> lock(crc_mu_);
+    absl::MutexLock lock(&crc_mu_);
     if (crc_version_ == version) known = crc_;
   }
   const char* data = reinterpret_cast<const char*>(p.values.data());
@@ -412,7 +358,7 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   if (known) {
     crc = *known;
   } else {
-    std::lock_guard<std::mutex> lock(crc_mu_);
+    absl::MutexLock lock(&crc_mu_);
     crc_version_ = version;
     crc_ = crc;
   }
@@ -421,19 +367,9 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
 }
 
 bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
-                                 Scratch& scratch) {
+                                 StagedPush& push, Scratch& scratch) {
   wire::Answer answer;
-  answer.incarnation = shard_.options().incarnation;
-  absl::StatusOr<std::span<float>> staging = shard_.BeginStaging(worker, head.step, false);
-  const bool duplicate = absl::IsAlreadyExists(staging.status());
-  if (!staging.ok() && !duplicate) {
-    if (absl::IsInvalidArgument(staging.status())) {
-      shard_.CountRejected(metrics::RejectReason::kUnknownWorker,
-                           std::string(staging.status().message()));
-    }
-    SendAnswer(conn, answer, staging.status(), /*end_frame=*/true).IgnoreError();
-    return false;
-  }
+  answer.incarnation = session_.incarnation();
   // The pull side: from now on only the sender writes to the connection,
   // until it is joined.
   std::atomic<bool> stop{false};
@@ -456,77 +392,50 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
     return shard_ended ? absl::AbortedError("the step ended") : absl::OkStatus();
   };
   // The push: chunk by chunk, each checked (checksum, NaN/Inf) before the
-  // shard counts it. A duplicate's or a stale push's values are dropped.
+  // session hands it to the shard. A duplicate's or a stale push's values
+  // are read into scratch and dropped.
   const size_t total = static_cast<size_t>(head.length);
-  const bool half = head.dtype == wire::DType::kF16;
   const size_t bpv = wire::BytesPerValue(head.dtype);
   const size_t chunk = static_cast<size_t>(wire::ChunkValues(head.length));
-  if (half) scratch.half.resize(std::min(total, chunk));
+  if (head.dtype == wire::DType::kF16) scratch.half.resize(std::min(total, chunk));
   scratch.floats.resize(std::min(total, chunk));
-  bool taking = !duplicate;
-  bool pushed = duplicate;
   absl::Status failure;
   bool connection_broke = false;  // no answer can reach the worker
-  int64_t index = 0;
-  for (size_t off = 0; off < total; off += chunk, ++index) {
+  for (size_t off = 0; off < total; off += chunk) {
     const size_t n = std::min(chunk, total - off);
-    float* dst = taking ? staging->data() + off : scratch.floats.data();
-    void* wire_dst = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(dst);
+    absl::StatusOr<std::span<float>> to =
+        push.Place(head.offset + static_cast<int64_t>(off), static_cast<int64_t>(n));
+    if (!to.ok()) {
+      failure = to.status();
+      break;
+    }
+    uint32_t crc = 0;
+    int64_t nonfinite = 0;
     wire::TrailerBytes trailer;
-    failure = conn.RecvAll(wire_dst, n * bpv, receive_check);
+    failure = ReceiveValues(conn, to->empty() ? scratch.floats.data() : to->data(), n, head.dtype,
+                            push.duplicate(), scratch, receive_check, &crc, &nonfinite);
     if (failure.ok()) failure = conn.RecvAll(trailer.data(), trailer.size(), receive_check);
     if (!failure.ok()) {
       // Our own check (the server stopping, the stream ended) leaves the
       // connection fit to carry the answer; anything else broke it.
       connection_broke = !absl::IsCancelled(failure) && !absl::IsAborted(failure);
-      failure = absl::Status(connection_broke ? absl::StatusCode::kUnavailable : failure.code(),
-                             absl::StrCat("push of worker ", worker, " step ", head.step,
-                                          " broke off at chunk ", index, ": ", failure.message()));
+      failure = push.Fail(
+          absl::Status(connection_broke ? absl::StatusCode::kUnavailable : failure.code(),
+                       absl::StrCat("push of worker ", worker, " step ", head.step,
+                                    " broke off at chunk ", off / chunk, ": ", failure.message())),
+          std::nullopt);
       break;
     }
-    const uint32_t crc = base::Crc32c(wire_dst, n * bpv);
     absl::StatusOr<uint32_t> want = wire::DecodeTrailer(trailer);
-    if (!want.ok() || *want != crc) {
-      failure = want.ok() ? absl::DataLossError(absl::StrCat(
-                                "push of worker ", worker, " step ", head.step, " chunk ", index,
-                                " failed its checksum (CRC-32C ", absl::Hex(crc), ", sent ",
-                                absl::Hex(*want), "): nothing applied"))
-                          : want.status();
-      shard_.CountRejected(metrics::RejectReason::kBadChunk, std::string(failure.message()));
-      break;
-    }
-    if (duplicate) continue;  // committed before: as on the plain path, not looked at
-    if (half) base::HalvesToFloats(scratch.half.data(), n, dst);
-    const int64_t nonfinite = CountNonFinite(dst, n);
-    if (!taking) {
-      // A stale push is dropped, but one with NaN/Inf is refused, as the
-      // plain path refuses it before judging its step.
-      if (nonfinite > 0) {
-        failure = absl::InvalidArgumentError(
-            absl::StrCat("gradient from worker ", worker, " for step ", head.step, " has ",
-                         nonfinite, " NaN/Inf values in chunk ", index, "; rejected"));
-        shard_.CountRejected(metrics::RejectReason::kNonFinite, std::string(failure.message()));
-        break;
-      }
-      continue;
-    }
-    absl::StatusOr<bool> took = shard_.PushChunk(worker, head.step, index, nonfinite);
-    if (!took.ok()) {
-      failure = took.status();
-      break;
-    }
-    if (!*took) taking = false;  // stale: its step is over
-    pushed = true;
+    failure = want.ok() ? push.CheckCrc(crc, *want)
+                        : push.Fail(want.status(), metrics::RejectReason::kBadChunk);
+    if (failure.ok()) failure = push.Arrived(nonfinite, static_cast<int64_t>(n * bpv));
+    if (!failure.ok()) break;
   }
-  if (!failure.ok()) {
-    if (!duplicate) shard_.AbortPush(worker);
-    stop = true;
-    pushed = false;
-  } else if (!duplicate && metrics_ != nullptr) {
-    metrics_->AddReceivedBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));
-  }
+  if (failure.ok()) failure = push.Commit().status();
+  if (!failure.ok()) stop = true;
   sender.join();
-  if (!duplicate) shard_.EndStaging(worker);
+  push.Release();
   // What the worker is told, the most telling first: the shard's own error
   // (Abort's reason: a lost peer, as the plain path answers), then why the
   // push failed. Nothing when the connection itself broke.
@@ -541,16 +450,14 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
     }
     return false;
   }
-  answer.pushed = pushed;
+  answer.pushed = true;
   answer.finished = last.finished;
   answer.global_step = last.global_step;
   answer.offset = head.offset;
   answer.length = head.length;
   if (!SendAnswer(conn, answer, absl::OkStatus(), /*end_frame=*/true).ok()) return false;
   ++pipelined_steps_;
-  if (metrics_ != nullptr) {
-    metrics_->AddSentBytes(metrics::PeerRole::kWorker, static_cast<int64_t>(total * bpv));
-  }
+  session_.CountSent(worker, static_cast<int64_t>(total * bpv));
   return true;
 }
 
@@ -570,7 +477,7 @@ absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
   uint64_t attempt = 0;
   int64_t sent = 0;
   while (true) {
-    absl::StatusOr<RoundRead> r = shard_.WaitRound(
+    absl::StatusOr<RoundRead> r = session_.WaitRound(
         worker, head.step, attempt, sent, [&] { return stopping_ || stop || conn.PeerHungUp(); });
     if (!r.ok()) return r.status();
     if (r->kind == RoundRead::Kind::kRestart) {

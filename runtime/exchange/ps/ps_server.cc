@@ -12,6 +12,7 @@
 #include "base/stop_signals.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/shard_session.h"
 #include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {
@@ -31,7 +32,8 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     log(absl::StrCat("error: cannot restore: ", restored.status().message()));
     return kExitPermanent;
   }
-  PsService service(shard, options.token, options.metrics);
+  ShardSession session(shard, options.token, options.metrics);
+  PsService service(session);
   std::unique_ptr<PsDataServer> data_server;
   if (options.data_plane) {
     std::string host;
@@ -41,8 +43,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
       log(absl::StrCat("error: ", s.message()));
       return kExitPermanent;
     }
-    absl::StatusOr<std::unique_ptr<PsDataServer>> d =
-        PsDataServer::Start(shard, host, options.token, options.metrics);
+    absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(session, host);
     if (!d.ok()) {
       log(absl::StrCat("error: ", d.status().message()));
       return kExitPermanent;

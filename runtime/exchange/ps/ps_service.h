@@ -1,6 +1,8 @@
-// PsService: the gRPC face of one PsShard. Checks the job token and the
-// shard's incarnation, decodes gradient chunks from the received slices
-// straight into the worker's staging buffer (one copy, with the CRC and the
+// PsService: the gRPC face of one shard: framing only. It reads the job
+// token from the call's metadata and each frame (chunk_frame.h), hands the
+// step to the ShardSession (shard_session.h: every check, the staging, the
+// commit and the read), decodes gradient chunks from the received slices
+// straight where the session places them (one copy, with the CRC and the
 // NaN/Inf count in the same pass), and streams parameters back in chunks.
 //
 // The service is kubetrain.v1.ParameterServer (parameter_server.proto),
@@ -26,16 +28,16 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/grpc_util.h"
 #include "runtime/exchange/ps/chunk_frame.h"
-#include "runtime/exchange/ps/ps_shard.h"
-#include "runtime/metrics/runtime_metrics.h"
+#include "runtime/exchange/ps/shard_session.h"
 
 namespace kubetrain::ps {
 
@@ -51,9 +53,9 @@ inline constexpr char kPsGetStatusMethod[] = "/kubetrain.v1.ParameterServer/GetS
 
 class PsService final : public grpc::Service {
  public:
-  // `token` empty: no authentication (api::kEnvJobToken unset).
-  // `metrics` (borrowed, may be null) counts the tensor bytes moved.
-  PsService(PsShard& shard, std::string token, metrics::RuntimeMetrics* metrics = nullptr);
+  // `session` (borrowed) checks the job token, serves the steps and counts
+  // the bytes moved.
+  explicit PsService(ShardSession& session);
 
   // The port of this shard's direct TCP data plane (PsDataServer), told to
   // workers at registration; 0 (the default) advertises none. May change
@@ -90,37 +92,34 @@ class PsService final : public grpc::Service {
     int64_t bytes = 0;  // tensor bytes in the frames
   };
 
-  // The job-token check of calls that join or push: a refusal is logged and
-  // counted as a rejected push (reason bad_token), since it is another job's
-  // worker or a stranger trying to write to this shard.
-  grpc::Status CheckWriterToken(const grpc::ServerContext& ctx, const char* call);
+  // The job-token checks (ShardSession::AdmitWriter, AdmitReader) of the
+  // token in the call's metadata.
+  grpc::Status AdmitWriter(const grpc::ServerContext& ctx, const char* call);
+  grpc::Status AdmitReader(const grpc::ServerContext& ctx);
   grpc::Status ReceiveInto(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
                            bool initialize, v1::PushResponse* resp);
-  // One push: `first` (its header frame), then chunks from `read` into the
-  // worker's staging slot, committed only when every chunk decoded (size,
-  // order, CRC), the gradient is finite and, in a PushPull step, the pull
-  // request is there and names the pushing worker; anything else commits
-  // nothing. `pull` null: the push is the whole stream (Push, Initialize).
-  // Otherwise (PushPull) the push ends with the message that carries the
-  // pull request, stored in `*pull`; a duplicate push's chunks are read
-  // and dropped up to there.
+  // One push: `first` (its header frame), then chunks from `read`, each
+  // placed by the session and decoded into the worker's slot (size and CRC
+  // checked in the copy). `pull` null: the push is the whole stream (Push,
+  // Initialize). Otherwise (PushPull) the push ends with the message that
+  // carries the pull request, stored in `*pull`; a duplicate push's chunks
+  // are read and dropped up to there.
   grpc::Status ReceivePush(absl::StatusOr<ReceivedFrame> first,
                            const std::function<bool(grpc::ByteBuffer*)>& read, bool initialize,
                            std::optional<v1::PullRequest>* pull, v1::PushResponse* resp);
   // Waits as the pull request's mode says, then the encoded frames of the
   // parameters it may read.
   grpc::Status ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
-                          std::shared_ptr<const PullFrames>* out);
-  void CountSent(int worker, const PullFrames& frames);
+                          std::shared_ptr<const PullFrames>* out) ABSL_LOCKS_EXCLUDED(pull_mu_);
 
-  PsShard& shard_;
-  const std::string token_;
-  metrics::RuntimeMetrics* const metrics_;
+  ShardSession& session_;
   std::atomic<int> data_port_{0};
   bool data_plane_fp16_ = true;
-  std::mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
-  std::shared_ptr<const PullFrames> pull_frames_;
-  FramePool pull_pool_;
+  // The frames of the newest version pulled: framing (protobuf messages,
+  // each chunk with its CRC), so this transport's own.
+  absl::Mutex pull_mu_;  // taken inside the shard's lock (PsShard::Read's callback)
+  std::shared_ptr<const PullFrames> pull_frames_ ABSL_GUARDED_BY(pull_mu_);
+  FramePool pull_pool_;  // thread-safe
 };
 
 }  // namespace kubetrain::ps

@@ -22,15 +22,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "base/crc32c.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/shard_session.h"
 #include "runtime/exchange/tcp_link.h"
 #include "tests/support/wait_for.h"
 
@@ -59,10 +60,10 @@ class Shard {
     o.lr.base_lr = 0.5f;
     o.incarnation = kIncarnation;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    service_ = std::make_unique<PsService>(*shard_, token);
+    session_ = std::make_unique<ShardSession>(*shard_, token);
+    service_ = std::make_unique<PsService>(*session_);
     if (tcp) {
-      absl::StatusOr<std::unique_ptr<PsDataServer>> d =
-          PsDataServer::Start(*shard_, "127.0.0.1", token);
+      absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(*session_, "127.0.0.1");
       EXPECT_TRUE(d.ok()) << d.status();
       data_ = std::move(*d);
       service_->set_data_port(data_->port());
@@ -94,6 +95,7 @@ class Shard {
  private:
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<ShardSession> session_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<PsDataServer> data_;
   std::unique_ptr<grpc::Server> server_;

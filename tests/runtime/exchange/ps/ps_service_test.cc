@@ -92,7 +92,8 @@ class TestShard {
     o.incarnation = 1000 + index;
     o.checkpoint_dir = checkpoint_dir;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    service_ = std::make_unique<PsService>(*shard_, token);
+    session_ = std::make_unique<ShardSession>(*shard_, token);
+    service_ = std::make_unique<PsService>(*session_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     if (push_pull) {
@@ -113,6 +114,7 @@ class TestShard {
  private:
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<ShardSession> session_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<ServiceWithoutPushPull> old_service_;
   std::unique_ptr<grpc::Server> server_;
