@@ -45,7 +45,8 @@ class OutputPump {
   OutputPump(const OutputPump&) = delete;
   OutputPump& operator=(const OutputPump&) = delete;
 
-  // Called once, before any other method but the destructor.
+  // Starts the pump thread: at most once, from the owner's thread (Stop()
+  // writes and closes what was added even without it).
   absl::Status Start();
 
   // Takes ownership of `fd` (the read end of a pipe); returns a stream id.
@@ -90,7 +91,7 @@ class OutputPump {
   int next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Not guarded: set by Start before the thread runs; Stop closes it once
-  // the thread is joined.
+  // the thread is joined (the owner adds no stream after Stop).
   int wake_fd_ = -1;  // eventfd
   // Not guarded: started by Start, joined by Stop (the owner's thread).
   std::thread thread_;
