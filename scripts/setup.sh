@@ -30,8 +30,8 @@ BUILD_PACKAGES=(
 )
 PACKAGES=(
   "${BUILD_PACKAGES[@]}"
-  # development tools
-  git clang-format
+  # development tools; clang for the thread-safety check (tests/build/thread_safety_test.sh)
+  git clang-format clang
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data, peers and tools used by tests

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace kubetrain::launcher {
 namespace {
@@ -27,7 +28,7 @@ void LineWriter::Write(std::ostream& sink, const std::string& prefix, std::strin
   text.push_back(' ');
   text.append(line);
   text.push_back('\n');
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sink.write(text.data(), static_cast<std::streamsize>(text.size()));
   sink.flush();
   // Remember summary lines ("final ...") so the launcher can repeat them.
@@ -35,7 +36,7 @@ void LineWriter::Write(std::ostream& sink, const std::string& prefix, std::strin
 }
 
 std::string LineWriter::LastLineStartingWith(const std::string& prefix, std::string_view start) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = last_lines_.find(prefix);
   if (it == last_lines_.end()) return "";
   for (auto l = it->second.rbegin(); l != it->second.rend(); ++l) {
@@ -62,7 +63,7 @@ int OutputPump::Add(int fd, std::string prefix, std::ostream* sink) {
   s->sink = sink;
   int id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     id = next_id_++;
     streams_[id] = std::move(s);
   }
@@ -70,12 +71,20 @@ int OutputPump::Add(int fd, std::string prefix, std::ostream* sink) {
   return id;
 }
 
+bool OutputPump::DrainedLocked(int id) const {
+  auto it = streams_.find(id);
+  return it == streams_.end() || it->second->drained || stopping_;
+}
+
 bool OutputPump::WaitDrained(int id, std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    auto it = streams_.find(id);
-    return it == streams_.end() || it->second->drained || stopping_;
-  });
+  absl::MutexLock lock(&mu_);
+  while (!DrainedLocked(id)) {
+    // The deadline is on the steady clock: wait for what is left of it.
+    const std::chrono::steady_clock::duration left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return false;
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(left));
+  }
+  return true;
 }
 
 void OutputPump::Wake() {
@@ -86,14 +95,14 @@ void OutputPump::Wake() {
 
 void OutputPump::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   Wake();
   if (thread_.joinable()) thread_.join();
   // Without a thread (never started) or after it: close what is left.
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [id, s] : streams_) {
     if (s->fd >= 0) {
       for (int i = 0; i < kMaxFinalReads && ReadSome(*s) == ReadResult::kData; ++i) {
@@ -103,7 +112,7 @@ void OutputPump::Stop() {
   }
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 OutputPump::ReadResult OutputPump::ReadSome(Stream& s) {
@@ -148,7 +157,7 @@ void OutputPump::Loop() {
     owners.clear();
     bool stopping;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping = stopping_;
       for (auto& [id, s] : streams_) {
         if (s->fd >= 0) {
@@ -163,10 +172,10 @@ void OutputPump::Loop() {
       for (Stream* s : owners) {
         for (int i = 0; i < kMaxFinalReads && ReadSome(*s) == ReadResult::kData; ++i) {
         }
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         Finish(*s);
       }
-      cv_.notify_all();
+      cv_.SignalAll();
       return;
     }
     fds.push_back({wake_fd_, POLLIN, 0});
@@ -183,12 +192,12 @@ void OutputPump::Loop() {
     for (size_t i = 0; i + 1 < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       if (ReadSome(*owners[i]) == ReadResult::kEnd) {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         Finish(*owners[i]);
         finished_any = true;
       }
     }
-    if (finished_any) cv_.notify_all();
+    if (finished_any) cv_.SignalAll();
   }
 }
 

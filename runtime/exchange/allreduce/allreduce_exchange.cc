@@ -29,6 +29,14 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 size_t Bytes(size_t floats) { return floats * sizeof(float); }
 
+// Watch's stall bookkeeping: the ring polls its IoCheck from its sending
+// and its receiving thread.
+struct StallWatch {
+  absl::Mutex mu;
+  double next_warning ABSL_GUARDED_BY(mu) = 0;
+  bool stalled ABSL_GUARDED_BY(mu) = false;
+};
+
 }  // namespace
 
 AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, optim::LrSchedule schedule,
@@ -47,9 +55,9 @@ AllreduceExchange::~AllreduceExchange() {
     server_->WaitUntilAbortIsKnown(std::min(5.0, options_.peer_timeout_seconds));
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     stop_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (ring_ != nullptr) ring_->Shutdown();
   if (comm_.joinable()) comm_.join();
@@ -65,7 +73,7 @@ AllreduceExchange::~AllreduceExchange() {
 
 void AllreduceExchange::Leave(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> l(joined_mu_);
+    absl::MutexLock l(&joined_mu_);
     if (!joined_) return;
   }
   client_->ReportAbort(options_.rank, reason).IgnoreError();  // Aborted: the reason stands
@@ -164,7 +172,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   }
   client_->StartHeartbeats(joined->generation());
   {
-    std::lock_guard<std::mutex> l(joined_mu_);
+    absl::MutexLock l(&joined_mu_);
     joined_ = true;
   }
 
@@ -402,7 +410,7 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
   if (absl::Status s = client_->AbortStatus(); !s.ok()) return s;
   int64_t started;
   {
-    std::lock_guard<std::mutex> l(count_mu_);
+    absl::MutexLock l(&count_mu_);
     started = collectives_started_;
   }
   const double waited = clock_.NowSeconds() - started_at;
@@ -462,13 +470,13 @@ std::string AllreduceExchange::PeerLabel(int rank) const {
 }
 
 void AllreduceExchange::CountStarted() {
-  std::lock_guard<std::mutex> l(count_mu_);
+  absl::MutexLock l(&count_mu_);
   ++collectives_started_;
   client_->SetProgress(collectives_started_, collectives_finished_);
 }
 
 void AllreduceExchange::CountFinished() {
-  std::lock_guard<std::mutex> l(count_mu_);
+  absl::MutexLock l(&count_mu_);
   ++collectives_finished_;
   client_->SetProgress(collectives_started_, collectives_finished_);
 }
@@ -484,20 +492,27 @@ absl::Status AllreduceExchange::RunCollective(
 absl::Status AllreduceExchange::Watch(
     const std::function<absl::Status(const exchange::IoCheck&)>& op) {
   const double t0 = clock_.NowSeconds();
-  double next_warning = options_.stall_warning_seconds;
-  bool stalled = false;
-  std::mutex check_mu;  // the ring polls from its sending and receiving threads
+  StallWatch watch;
+  {
+    absl::MutexLock l(&watch.mu);
+    watch.next_warning = options_.stall_warning_seconds;
+  }
   exchange::IoCheck check = [&]() -> absl::Status {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (stop_) return absl::CancelledError("the exchange is shutting down");
     }
-    std::lock_guard<std::mutex> l(check_mu);
-    const absl::Status s = StallCheck(t0, &next_warning);
-    stalled = stalled || clock_.NowSeconds() - t0 >= options_.stall_warning_seconds;
+    absl::MutexLock l(&watch.mu);
+    const absl::Status s = StallCheck(t0, &watch.next_warning);
+    watch.stalled = watch.stalled || clock_.NowSeconds() - t0 >= options_.stall_warning_seconds;
     return s;
   };
   absl::Status s = op(check);
+  bool stalled;
+  {
+    absl::MutexLock l(&watch.mu);
+    stalled = watch.stalled;
+  }
   if (stalled && options_.metrics != nullptr) {
     options_.metrics->SetAllreduceStallSeconds(0);
     options_.metrics->SetStalledPeers(0);
@@ -516,36 +531,43 @@ absl::Status AllreduceExchange::Watch(
                                         : std::string(s.message()));
 }
 
+bool AllreduceExchange::CommWorkLocked() const {
+  return stop_ || (mode_ == Mode::kDevice ? join_watched_ < join_to_watch_ : done_ < launched_);
+}
+
+bool AllreduceExchange::JoinWatchedLocked() const {
+  return join_watched_ >= join_to_watch_ || !error_.ok();
+}
+
 void AllreduceExchange::CommLoop() {
   FlushDenormalsInThisThread();
   const std::vector<Bucket>& buckets = plan_->buckets();
+  mu_.Lock();
   while (true) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] {
-      return stop_ || (mode_ == Mode::kDevice ? join_watched_ < join_to_watch_ : done_ < launched_);
-    });
-    if (stop_) return;
+    while (!CommWorkLocked()) cv_.Wait(&mu_);
+    if (stop_) break;
     if (mode_ == Mode::kDevice) {
       const int64_t join = join_to_watch_;
       const int64_t started = join_started_;
-      l.unlock();
+      mu_.Unlock();
       const absl::Status s = WatchJoin(join, started);
-      l.lock();
+      mu_.Lock();
       if (!s.ok() && error_.ok()) error_ = s;
       join_watched_ = join;
-      cv_.notify_all();
+      cv_.SignalAll();
       continue;
     }
     const int index = done_;
     const float* grads = grads_;
     absl::Status s = error_;
-    l.unlock();
+    mu_.Unlock();
     if (s.ok()) s = ReduceBucket(buckets[static_cast<size_t>(index)], index, grads);
-    l.lock();
+    mu_.Lock();
     if (!s.ok() && error_.ok()) error_ = s;  // the step's other buckets are skipped
     ++done_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 absl::Status AllreduceExchange::ReduceBucket(const Bucket& b, int index, const float* grads) {
@@ -579,7 +601,7 @@ absl::Status AllreduceExchange::WatchJoin(int64_t join, int64_t started) {
       Watch([&](const exchange::IoCheck& c) { return device_collective_->WaitJoined(join, c); });
   if (!s.ok()) return s;
   {
-    std::lock_guard<std::mutex> l(count_mu_);
+    absl::MutexLock l(&count_mu_);
     collectives_finished_ = std::max(collectives_finished_, started);
     client_->SetProgress(collectives_started_, collectives_finished_);
   }
@@ -595,7 +617,7 @@ void AllreduceExchange::Launch(int count, const float* grads) {
   const std::vector<Bucket>& buckets = plan_->buckets();
   int from;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     grads_ = grads;
     from = launched_;
     if (count <= from) return;
@@ -606,7 +628,7 @@ void AllreduceExchange::Launch(int count, const float* grads) {
   const double queue_t0 = clock_.NowSeconds();
   const exchange::IoCheck queuing = [this, queue_t0]() -> absl::Status {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (stop_) return absl::CancelledError("the exchange is shutting down");
     }
     if (clock_.NowSeconds() - queue_t0 > options_.peer_timeout_seconds) {
@@ -632,18 +654,18 @@ void AllreduceExchange::Launch(int count, const float* grads) {
       if (!queued.ok()) device_collective_->Shutdown();
     }
   }
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (!queued.ok() && error_.ok()) error_ = queued;
   launched_ = count;
   if (mode_ == Mode::kDevice) done_ = count;  // queued is all a step waits for
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void AllreduceExchange::GradientsReady(std::span<const float> grads, int64_t ready_from) {
   if (plan_ == nullptr || mode_ == Mode::kSolo) return;
   const int ready = plan_->ReadyCount(ready_from);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (ready > launched_) early_ += ready - launched_;
   }
   Launch(ready, grads.data());
@@ -664,8 +686,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     Launch(all, grads.data());
     absl::Status error;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return done_ == all; });
+      absl::MutexLock l(&mu_);
+      while (done_ != all) cv_.Wait(&mu_);
       error = error_;
       error_ = absl::OkStatus();
       launched_ = done_ = 0;
@@ -687,15 +709,15 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     if (mode_ == Mode::kDevice) {
       // Run at most one step ahead of the collectives the thread has seen
       // finish: wait for the previous step's, then hand it this one's.
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return join_watched_ >= join_to_watch_ || !error_.ok(); });
+      absl::MutexLock l(&mu_);
+      while (!JoinWatchedLocked()) cv_.Wait(&mu_);
       if (!error_.ok()) return error_;
       join_to_watch_ = join;
       {
-        std::lock_guard<std::mutex> c(count_mu_);
+        absl::MutexLock c(&count_mu_);
         join_started_ = collectives_started_;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
   return AfterUpdate(step, params);
@@ -801,8 +823,8 @@ absl::Status AllreduceExchange::Finish() {
   absl::Status s;
   if (mode_ == Mode::kDevice) {
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return join_watched_ >= join_to_watch_ || !error_.ok(); });
+      absl::MutexLock l(&mu_);
+      while (!JoinWatchedLocked()) cv_.Wait(&mu_);
       if (!error_.ok()) return error_;
     }
     device_->CopyToDevice(&token, scalars_.data(), sizeof(token));

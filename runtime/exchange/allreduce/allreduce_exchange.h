@@ -40,14 +40,14 @@
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "api/ports.h"
 #include "base/clock.h"
 #include "kubetrain/v1/tensor.pb.h"
@@ -129,7 +129,7 @@ class AllreduceExchange final : public exchange::Exchange {
   // rank 0 why, so every other rank exits naming it, and on rank 0 waits
   // (at most 5 s) until the others have that reason. Thread-safe; a no-op
   // before the world has formed.
-  void Leave(const std::string& reason);
+  void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(joined_mu_);
 
   float LearningRate(int64_t step) const { return schedule_.At(step); }
   int world_size() const { return static_cast<int>(options_.names.size()); }
@@ -145,27 +145,34 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::Status WriteCheckpoint(std::span<const float> params, int64_t step);
   // Step's host part after its update: a checkpoint when one is due.
   absl::StatusOr<int64_t> AfterUpdate(int64_t step, std::span<const float> params);
-  void CommLoop();
+  void CommLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // What wakes the communication thread: stop_, or work handed to it.
+  bool CommWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A watched join failed, or the thread has seen the last handed-over
+  // join finish (kDevice).
+  bool JoinWatchedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ring: sums bucket `b` (number `index`) of the step in host memory.
   absl::Status ReduceBucket(const Bucket& b, int index, const float* grads);
   // NCCL: waits for the collectives of join `join`, the first `started`
   // collectives of this rank.
-  absl::Status WatchJoin(int64_t join, int64_t started);
+  absl::Status WatchJoin(int64_t join, int64_t started) ABSL_LOCKS_EXCLUDED(count_mu_);
   // Runs one collective (counted) with stall detection; on failure, the
   // reason every rank gives for the lost peer.
-  absl::Status RunCollective(const std::function<absl::Status(const exchange::IoCheck&)>& op);
+  absl::Status RunCollective(const std::function<absl::Status(const exchange::IoCheck&)>& op)
+      ABSL_LOCKS_EXCLUDED(mu_, count_mu_);
   // The same without counting (a wait for collectives counted as queued).
-  absl::Status Watch(const std::function<absl::Status(const exchange::IoCheck&)>& op);
-  absl::Status StallCheck(double started_at, double* next_warning);
+  absl::Status Watch(const std::function<absl::Status(const exchange::IoCheck&)>& op)
+      ABSL_LOCKS_EXCLUDED(mu_, count_mu_);
+  absl::Status StallCheck(double started_at, double* next_warning) ABSL_LOCKS_EXCLUDED(count_mu_);
   // Starts buckets [launched_, count) of the step whose gradient is grads.
-  void Launch(int count, const float* grads);
+  void Launch(int count, const float* grads) ABSL_LOCKS_EXCLUDED(mu_, count_mu_);
   // A collective (or a watched join) started / finished, for the
   // rendezvous heartbeats and the stall check. The communication thread
   // and the trainer's both count.
   // "worker-1 (rank 1, 10.0.0.5:2222)": whom a loss names.
   std::string PeerLabel(int rank) const;
-  void CountStarted();
-  void CountFinished();
+  void CountStarted() ABSL_LOCKS_EXCLUDED(count_mu_);
+  void CountFinished() ABSL_LOCKS_EXCLUDED(count_mu_);
 
   enum class Mode {
     kSolo,        // one rank: no collectives
@@ -174,14 +181,20 @@ class AllreduceExchange final : public exchange::Exchange {
     kDevice,      // a DeviceCollective (NCCL)
   };
 
+  // Threads: the trainer's (every public method but Leave), the
+  // communication thread (CommLoop), the ring's sender thread (the IoCheck
+  // of Watch) and a signal watcher's (Leave). Fields below without an
+  // annotation are set by Start before the communication thread starts, or
+  // used by the trainer's thread alone; the buffers and the ring are handed
+  // to the communication thread bucket by bucket through mu_.
   const AllreduceExchangeOptions options_;
   const optim::LrSchedule schedule_;
   const Clock& clock_;
   const std::function<void(const std::string&)> log_;
   const uint64_t incarnation_;
   std::string backend_;
-  Mode mode_ = Mode::kSolo;
-  bool finished_ = false;  // Finish succeeded
+  Mode mode_ = Mode::kSolo;  // set by Start; the communication thread reads it
+  bool finished_ = false;    // Finish succeeded
 
   std::unique_ptr<ComputeDevice> own_device_;  // when options_.device is null
   ComputeDevice* device_ = nullptr;
@@ -197,27 +210,32 @@ class AllreduceExchange final : public exchange::Exchange {
   std::vector<std::unique_ptr<DeviceEvent>> bucket_staged_;  // kStagedRing: per bucket
   double last_checkpoint_time_ = 0;
   int64_t last_checkpoint_step_ = -1;
-  std::atomic<int64_t> early_{0};
-  std::mutex joined_mu_;
-  bool joined_ = false;  // guarded by joined_mu_; client_ and server_ are set then
+  std::atomic<int64_t> early_{0};  // atomic: read by buckets_started_early() from any thread
+  absl::Mutex joined_mu_;
+  // Leave reads client_ and server_ once this is true: Start set them before.
+  bool joined_ ABSL_GUARDED_BY(joined_mu_) = false;
   // Each rank's data address, from the rendezvous (written by Start
   // before the communication thread runs).
   std::vector<std::string> addresses_;
-  std::mutex count_mu_;
-  int64_t collectives_started_ = 0, collectives_finished_ = 0;  // guarded by count_mu_
+  absl::Mutex count_mu_;  // taken inside mu_ (Step), never the other way round
+  int64_t collectives_started_ ABSL_GUARDED_BY(count_mu_) = 0;
+  int64_t collectives_finished_ ABSL_GUARDED_BY(count_mu_) = 0;
 
   // Communication thread: the ring's buckets, or the NCCL joins it watches.
+  // Started by Start, joined by the destructor (the trainer's thread).
   std::thread comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const float* grads_ = nullptr;  // guarded by mu_
-  int launched_ = 0;              // buckets handed to the thread this step
-  int done_ = 0;                  // buckets it finished this step
-  int64_t join_to_watch_ = 0;     // kDevice: the last join handed to the thread
-  int64_t join_watched_ = 0;      // kDevice: the last join it saw finish
-  int64_t join_started_ = 0;      // kDevice: collectives queued before join_to_watch_
-  bool stop_ = false;
-  absl::Status error_;  // first failure this step (kDevice: of any watched join)
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // with mu_: any field below changed
+  const float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int launched_ ABSL_GUARDED_BY(mu_) = 0;           // buckets handed to the thread this step
+  int done_ ABSL_GUARDED_BY(mu_) = 0;               // buckets it finished this step
+  int64_t join_to_watch_ ABSL_GUARDED_BY(mu_) = 0;  // kDevice: the last join handed to the thread
+  int64_t join_watched_ ABSL_GUARDED_BY(mu_) = 0;   // kDevice: the last join it saw finish
+  // kDevice: collectives queued before join_to_watch_.
+  int64_t join_started_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // First failure this step (kDevice: of any watched join).
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kubetrain::allreduce

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/exchange/nccl_status.h"
 
 namespace kubetrain::allreduce {
@@ -17,17 +18,19 @@ using exchange::CudaStatus;
 using exchange::NcclStatus;
 
 struct NcclCollective::Impl {
+  // Not guarded: set by Create before the collective is shared, then only
+  // read (the CUDA calls on them are thread-safe).
   int device = 0;
   cudaStream_t compute = nullptr;  // the device's; borrowed
   cudaStream_t stream = nullptr;   // the collectives'
   cudaEvent_t fork = nullptr;      // compute's work so far, before a collective
   cudaEvent_t joins[kWaitableJoins] = {};
-  int64_t joined = 0;  // joins recorded
+  int64_t joined ABSL_GUARDED_BY(mu) = 0;  // joins recorded
   // Guards comm: calls (which return at once on a non-blocking
   // communicator) and ncclCommAbort (Shutdown, any thread) never overlap.
-  std::mutex mu;
-  ncclComm_t comm = nullptr;
-  std::atomic<bool> aborted{false};
+  absl::Mutex mu;
+  ncclComm_t comm ABSL_GUARDED_BY(mu) = nullptr;
+  std::atomic<bool> aborted{false};  // atomic: polled without the lock
   bool finalized = false;
 };
 
@@ -95,7 +98,7 @@ absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(
   config.blocking = 0;
   ncclResult_t started;
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     started = ncclCommInitRankConfig(&m.comm, world, id, rank, &config);
     if (started != ncclSuccess && started != ncclInProgress) m.comm = nullptr;
   }
@@ -111,7 +114,7 @@ NcclCollective::~NcclCollective() {
   Impl& m = *impl_;
   cudaSetDevice(m.device);
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     if (m.comm != nullptr && !m.aborted) {
       // A clean end: let queued work finish, then finalize (non-blocking:
       // polled, for at most 10 s) and destroy.
@@ -143,7 +146,7 @@ NcclCollective::~NcclCollective() {
 
 void NcclCollective::Shutdown() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
+  absl::MutexLock l(&m.mu);
   if (m.aborted.exchange(true) || m.comm == nullptr) return;
   // Ends kernels waiting on a lost peer, so the device's stream (and any
   // host wait on it) moves on, with an error. Allowed while another thread
@@ -166,7 +169,7 @@ absl::Status NcclCollective::Settle(ncclResult_t started, const char* what,
       }
     }
     backoff.Wait();
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     if (m.aborted || m.comm == nullptr) {
       return absl::AbortedError("the NCCL communicator was shut down");
     }
@@ -193,7 +196,7 @@ absl::Status NcclCollective::AllreduceSum(const float* in, float* out, int64_t n
   Impl& m = *impl_;
   ncclResult_t started;
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     if (m.aborted || m.comm == nullptr) {
       return absl::AbortedError("the NCCL communicator was shut down");
     }
@@ -211,7 +214,7 @@ absl::Status NcclCollective::Broadcast(float* data, int64_t n, int root,
   Impl& m = *impl_;
   ncclResult_t started;
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     if (m.aborted || m.comm == nullptr) {
       return absl::AbortedError("the NCCL communicator was shut down");
     }
@@ -225,7 +228,7 @@ absl::Status NcclCollective::Broadcast(float* data, int64_t n, int root,
 
 absl::StatusOr<int64_t> NcclCollective::Join() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
+  absl::MutexLock l(&m.mu);
   if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
   cudaEvent_t e = m.joins[m.joined % kWaitableJoins];
   if (absl::Status s = CudaStatus(cudaSetDevice(m.device), "cudaSetDevice"); !s.ok()) return s;
@@ -241,7 +244,7 @@ absl::Status NcclCollective::WaitJoined(int64_t join, const exchange::IoCheck& c
   if (join <= 0) return absl::OkStatus();
   cudaEvent_t e;
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    absl::MutexLock l(&m.mu);
     if (join > m.joined || join <= m.joined - kWaitableJoins) {
       return absl::FailedPreconditionError(
           absl::StrCat("NCCL join ", join, " cannot be waited for (", m.joined, " recorded)"));
@@ -262,7 +265,7 @@ absl::Status NcclCollective::WaitJoined(int64_t join, const exchange::IoCheck& c
     if (m.aborted) return absl::AbortedError("the NCCL communicator was shut down");
     ncclResult_t async_error = ncclSuccess;
     {
-      std::lock_guard<std::mutex> l(m.mu);
+      absl::MutexLock l(&m.mu);
       if (m.comm != nullptr) ncclCommGetAsyncError(m.comm, &async_error);
     }
     if (async_error != ncclSuccess && async_error != ncclInProgress) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "runtime/exchange/allreduce/rendezvous_incomplete.h"
 #include "runtime/exchange/grpc_util.h"
 
@@ -76,14 +77,14 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
       last_log = clock_.NowSeconds();
     }
     if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(200));  // retry backoff
+      absl::MutexLock l(&mu_);
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));  // retry backoff
     }
   }
 }
 
 void RendezvousClient::StartHeartbeats(uint64_t generation) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   generation_ = generation;
   stop_ = false;
   heartbeat_ = std::thread([this, generation] { HeartbeatLoop(generation); });
@@ -91,26 +92,30 @@ void RendezvousClient::StartHeartbeats(uint64_t generation) {
 
 void RendezvousClient::StopHeartbeats() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     stop_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
 void RendezvousClient::SetAbort(int lost_rank, const std::string& reason) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (!abort_reason_.empty()) return;
   abort_reason_ = reason;
   lost_rank_ = lost_rank;
-  cv_.notify_all();  // the heartbeat thread confirms it to rank 0 now
+  cv_.SignalAll();  // the heartbeat thread confirms it to rank 0 now
+}
+
+bool RendezvousClient::HeartbeatDueLocked() const {
+  return stop_ || (!abort_reason_.empty() && !abort_confirmed_);
 }
 
 void RendezvousClient::HeartbeatLoop(uint64_t generation) {
   double last_answer = clock_.NowSeconds();
   while (true) {
     {
-      std::unique_lock<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (stop_) return;
     }
     v1::HeartbeatRequest req;
@@ -128,7 +133,7 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
     if (s.ok()) {
       last_answer = now;
       if (req.knows_abort()) {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         abort_confirmed_ = true;
       }
       std::vector<PeerView> peers;
@@ -136,7 +141,7 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
         peers.push_back({p.rank(), p.name(), p.collectives_started(), p.seconds_since_heartbeat()});
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         peers_ = std::move(peers);
       }
       if (!resp.abort_reason().empty() && !req.knows_abort()) {
@@ -148,28 +153,31 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
                                "answer for ", static_cast<int64_t>(now - last_answer),
                                "s: ", s.error_message()));
     }
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait_for(l,
-                 std::chrono::milliseconds(
-                     static_cast<int64_t>(std::max(options_.heartbeat_seconds, 0.01) * 1000)),
-                 [this] { return stop_ || (!abort_reason_.empty() && !abort_confirmed_); });
+    absl::MutexLock l(&mu_);
+    // The next heartbeat after the interval, or at once when one is due.
+    const absl::Time until =
+        absl::Now() +
+        absl::Milliseconds(static_cast<int64_t>(std::max(options_.heartbeat_seconds, 0.01) * 1000));
+    while (!HeartbeatDueLocked()) {
+      if (cv_.WaitWithDeadline(&mu_, until)) break;  // the interval is over
+    }
     if (stop_) return;
   }
 }
 
 std::vector<PeerView> RendezvousClient::Peers() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return peers_;
 }
 
 absl::Status RendezvousClient::AbortStatus() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (abort_reason_.empty()) return absl::OkStatus();
   return absl::AbortedError(abort_reason_);
 }
 
 int RendezvousClient::lost_rank() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return lost_rank_;
 }
 
@@ -177,7 +185,10 @@ absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& rea
   if (absl::Status s = AbortStatus(); !s.ok()) return s;
   v1::AbortRequest req;
   req.set_rank(options_.rank);
-  req.set_generation(generation_);
+  {
+    absl::MutexLock l(&mu_);
+    req.set_generation(generation_);
+  }
   req.set_lost_rank(lost_rank);
   req.set_reason(reason);
   grpc::ClientContext ctx;

@@ -8,15 +8,15 @@
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "base/clock.h"
 #include "kubetrain/v1/collective.grpc.pb.h"
 
@@ -51,45 +51,52 @@ class RendezvousClient {
                    std::function<void(const std::string&)> log);
   ~RendezvousClient();  // stops heartbeats
 
-  absl::StatusOr<v1::JoinResponse> Join();
+  absl::StatusOr<v1::JoinResponse> Join() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Starts the heartbeat thread (after Join).
-  void StartHeartbeats(uint64_t generation);
-  void StopHeartbeats();
+  // Starts the heartbeat thread (after Join). StartHeartbeats and
+  // StopHeartbeats are called by the owner's thread only.
+  void StartHeartbeats(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  void StopHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
   void SetProgress(int64_t started, int64_t finished) {
     started_ = started;
     finished_ = finished;
   }
 
-  std::vector<PeerView> Peers() const;
+  std::vector<PeerView> Peers() const ABSL_LOCKS_EXCLUDED(mu_);
   // OK while the generation is alive; else Aborted with the shared reason.
-  absl::Status AbortStatus() const;
-  int lost_rank() const;
+  absl::Status AbortStatus() const ABSL_LOCKS_EXCLUDED(mu_);
+  int lost_rank() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reports that this rank lost `lost_rank` (-1: unknown) and returns the
   // reason every rank gives: the first one recorded, maybe another rank's.
   // When rank 0 does not answer, it is the one lost.
-  absl::Status ReportAbort(int lost_rank, const std::string& reason);
+  absl::Status ReportAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void HeartbeatLoop(uint64_t generation);
-  void SetAbort(int lost_rank, const std::string& reason);
+  void HeartbeatLoop(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // The heartbeat thread has to act now: stop, or confirm an abort reason.
+  bool HeartbeatDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Set at construction, read without the lock.
   const RendezvousClientOptions options_;
   const Clock& clock_;
   const std::function<void(const std::string&)> log_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> channel_;  // thread-safe gRPC objects
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
-  uint64_t generation_ = 0;
+  // Atomics, not guarded: written by SetProgress, read by the heartbeat thread.
   std::atomic<int64_t> started_{0}, finished_{0};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::vector<PeerView> peers_;
-  std::string abort_reason_;
-  int lost_rank_ = -1;
-  bool abort_confirmed_ = false;  // rank 0 has our heartbeat saying we know
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // with mu_: stop_, or an abort reason to confirm; Join's retry backoff
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<PeerView> peers_ ABSL_GUARDED_BY(mu_);
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  int lost_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  // Rank 0 has our heartbeat saying we know.
+  bool abort_confirmed_ ABSL_GUARDED_BY(mu_) = false;
+  // Not guarded: started (under mu_) and joined only by the owner's thread.
   std::thread heartbeat_;
 };
 

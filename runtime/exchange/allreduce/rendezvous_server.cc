@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "runtime/exchange/allreduce/rendezvous_incomplete.h"
 #include "runtime/exchange/grpc_util.h"
 
@@ -14,24 +15,25 @@ RendezvousService::RendezvousService(RendezvousServerOptions options, const Cloc
     : options_(std::move(options)), clock_(clock), ranks_(options_.names.size()) {}
 
 void RendezvousService::Close() {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   closed_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
+}
+
+bool RendezvousService::AllKnowAbortLocked() const {
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    // Rank 0 is the caller; the lost rank is gone.
+    if (i != 0 && static_cast<int>(i) != lost_rank_ && !ranks_[i].knows_abort) return false;
+  }
+  return true;
 }
 
 void RendezvousService::WaitUntilAbortIsKnown(double seconds) {
-  std::unique_lock<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (abort_reason_.empty()) return;
   const double deadline = clock_.NowSeconds() + seconds;
-  auto all_know = [this] {
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      // Rank 0 is the caller; the lost rank is gone.
-      if (i != 0 && static_cast<int>(i) != lost_rank_ && !ranks_[i].knows_abort) return false;
-    }
-    return true;
-  };
-  while (!all_know() && clock_.NowSeconds() < deadline) {
-    cv_.wait_for(l, std::chrono::milliseconds(50));
+  while (!AllKnowAbortLocked() && clock_.NowSeconds() < deadline) {
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
   }
 }
 
@@ -45,7 +47,7 @@ void RendezvousService::RecordAbort(int lost_rank, const std::string& reason) {
   if (!abort_reason_.empty()) return;
   abort_reason_ = reason;
   lost_rank_ = lost_rank;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::string RendezvousService::MissingRanks() const {
@@ -75,13 +77,13 @@ void RendezvousService::CheckSilentRanks(double now) {
 grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                                      v1::JoinResponse* resp) {
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
-  const int world = static_cast<int>(ranks_.size());
+  const int world = static_cast<int>(options_.names.size());  // ranks_.size(), fixed
   if (req->world_size() != world || req->rank() < 0 || req->rank() >= world) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("rank ", req->rank(), " of world ", req->world_size(),
                                      " does not fit this job's world of ", world));
   }
-  std::unique_lock<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   RankState& r = ranks_[static_cast<size_t>(req->rank())];
   if (formed_) {
     if (r.info.incarnation() == req->incarnation()) {  // a retried Join
@@ -108,7 +110,7 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
   if (std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& s) { return s.joined; })) {
     formed_ = true;
     for (RankState& s : ranks_) s.last_seen = now;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   const uint64_t incarnation = req->incarnation();
   while (!formed_ && !closed_ && !ctx->IsCancelled() && r.info.incarnation() == incarnation) {
@@ -119,7 +121,7 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
                        "s (--rendezvous-timeout); missing: ", missing),
           missing));
     }
-    cv_.wait_for(l, std::chrono::milliseconds(200));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
   }
   if (!formed_) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, closed_
@@ -136,7 +138,7 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
 grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (req->generation() != options_.generation) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "heartbeat for another rendezvous generation");
@@ -163,7 +165,7 @@ grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::He
   // carrying it may still be in flight when rank 0 would leave.
   if (req->knows_abort() && !abort_reason_.empty()) {
     r.knows_abort = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   return grpc::Status::OK;
 }
@@ -171,7 +173,7 @@ grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::He
 grpc::Status RendezvousService::Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req,
                                       v1::AbortResponse* resp) {
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (req->generation() == options_.generation) RecordAbort(req->lost_rank(), req->reason());
   resp->set_abort_reason(abort_reason_);
   resp->set_lost_rank(lost_rank_);

@@ -11,13 +11,13 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "api/ports.h"
 #include "base/clock.h"
 #include "kubetrain/v1/collective.grpc.pb.h"
@@ -39,18 +39,18 @@ class RendezvousService final : public v1::Rendezvous::Service {
   RendezvousService(RendezvousServerOptions options, const Clock& clock);
 
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
-                    v1::JoinResponse* resp) override;
+                    v1::JoinResponse* resp) override ABSL_LOCKS_EXCLUDED(mu_);
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
-                         v1::HeartbeatResponse* resp) override;
+                         v1::HeartbeatResponse* resp) override ABSL_LOCKS_EXCLUDED(mu_);
   grpc::Status Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req,
-                     v1::AbortResponse* resp) override;
+                     v1::AbortResponse* resp) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Wakes Join calls still waiting (server shutdown).
-  void Close();
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
   // After an abort: waits until every rank still alive has confirmed, in a
   // heartbeat, that it holds the reason (at most `seconds`), so that rank 0
   // leaving does not make the others blame rank 0.
-  void WaitUntilAbortIsKnown(double seconds);
+  void WaitUntilAbortIsKnown(double seconds) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct RankState {
@@ -60,21 +60,26 @@ class RendezvousService final : public v1::Rendezvous::Service {
     int64_t started = 0, finished = 0;
     bool knows_abort = false;
   };
-  void FillWorld(v1::JoinResponse* resp) const;                // mu_ held
-  void RecordAbort(int lost_rank, const std::string& reason);  // mu_ held
-  void CheckSilentRanks(double now);                           // mu_ held
-  std::string MissingRanks() const;                            // mu_ held
+  void FillWorld(v1::JoinResponse* resp) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordAbort(int lost_rank, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckSilentRanks(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank but rank 0 (the caller) and the lost one has confirmed the
+  // abort reason.
+  bool AllKnowAbortLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Set at construction, read without the lock.
   const RendezvousServerOptions options_;
   const Clock& clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<RankState> ranks_;
-  bool formed_ = false;
-  bool closed_ = false;
-  double first_join_ = -1;
-  std::string abort_reason_;
-  int lost_rank_ = -1;
+  // The world size is options_.names.size(): ranks_ has that many entries.
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // with mu_: the world formed, closed_, an abort confirmed
+  std::vector<RankState> ranks_ ABSL_GUARDED_BY(mu_);
+  bool formed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  double first_join_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  int lost_rank_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 class RendezvousServer {

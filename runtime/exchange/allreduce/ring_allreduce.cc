@@ -1,17 +1,25 @@
 #include "runtime/exchange/allreduce/ring_allreduce.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/half_float.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::allreduce {
 namespace {
+
+// What the two halves of one collective share (Run's locals).
+struct RunSync {
+  absl::Mutex mu;
+  absl::CondVar cv;                           // with mu: processed moved, or failed
+  int64_t processed ABSL_GUARDED_BY(mu) = 0;  // receive items done
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  absl::Status send_status ABSL_GUARDED_BY(mu), recv_status ABSL_GUARDED_BY(mu);
+};
 
 constexpr uint32_t kChunkMagic = 0x4b544152;  // "KTAR"
 
@@ -39,38 +47,39 @@ RingAllreduce::RingAllreduce(int rank, int world, exchange::TcpConnection right,
 
 RingAllreduce::~RingAllreduce() {
   {
-    std::lock_guard<std::mutex> l(job_mu_);
+    absl::MutexLock l(&job_mu_);
     quit_ = true;
-    job_cv_.notify_all();
+    job_cv_.SignalAll();
   }
   if (sender_.joinable()) sender_.join();
 }
 
-void RingAllreduce::StartSending(const std::function<void()>& job) {
-  std::lock_guard<std::mutex> l(job_mu_);
-  if (!sender_.joinable()) {
-    sender_ = std::thread([this] {
-      FlushDenormalsInThisThread();
-      std::unique_lock<std::mutex> lock(job_mu_);
-      while (true) {
-        job_cv_.wait(lock, [this] { return quit_ || job_ != nullptr; });
-        if (job_ == nullptr) return;  // quit with nothing to send
-        const std::function<void()>* job = job_;
-        lock.unlock();
-        (*job)();
-        lock.lock();
-        job_ = nullptr;
-        job_cv_.notify_all();
-      }
-    });
+void RingAllreduce::SenderLoop() {
+  FlushDenormalsInThisThread();
+  job_mu_.Lock();
+  while (true) {
+    while (!quit_ && job_ == nullptr) job_cv_.Wait(&job_mu_);
+    if (job_ == nullptr) break;  // quit with nothing to send
+    const std::function<void()>* job = job_;
+    job_mu_.Unlock();
+    (*job)();
+    job_mu_.Lock();
+    job_ = nullptr;
+    job_cv_.SignalAll();
   }
+  job_mu_.Unlock();
+}
+
+void RingAllreduce::StartSending(const std::function<void()>& job) {
+  absl::MutexLock l(&job_mu_);
+  if (!sender_.joinable()) sender_ = std::thread([this] { SenderLoop(); });
   job_ = &job;
-  job_cv_.notify_all();
+  job_cv_.SignalAll();
 }
 
 void RingAllreduce::WaitForSending() {
-  std::unique_lock<std::mutex> l(job_mu_);
-  job_cv_.wait(l, [this] { return job_ == nullptr; });
+  absl::MutexLock l(&job_mu_);
+  while (job_ != nullptr) job_cv_.Wait(&job_mu_);
 }
 
 void RingAllreduce::Shutdown() {
@@ -155,24 +164,14 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
   const ScopedFlushDenormals flush;  // the receiving half sums on the caller's thread
   const size_t esize = BytesPerElement(dtype);
   const bool half = dtype == v1::WIRE_DTYPE_F16;
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t processed = 0;  // receive items done
-  bool failed = false;
-  absl::Status send_status, recv_status;
+  RunSync sync;
   // Both sides stop as soon as either fails or the caller's check does.
   auto guarded = [&]() -> absl::Status {
     {
-      std::lock_guard<std::mutex> l(mu);
-      if (failed) return absl::CancelledError("the other direction of the ring failed");
+      absl::MutexLock l(&sync.mu);
+      if (sync.failed) return absl::CancelledError("the other direction of the ring failed");
     }
     return check ? check() : absl::OkStatus();
-  };
-  auto fail = [&](absl::Status* slot, absl::Status s) {
-    std::lock_guard<std::mutex> l(mu);
-    *slot = std::move(s);
-    failed = true;
-    cv.notify_all();
   };
 
   // The sending half runs on the ring's sender thread, the receiving half
@@ -180,20 +179,22 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
   const std::function<void()> send_loop = [&] {
     for (size_t i = 0; i < send.size(); ++i) {
       if (send_dep[i] >= 0) {
-        std::unique_lock<std::mutex> l(mu);
-        while (!failed && processed <= send_dep[i]) {
-          cv.wait_for(l, std::chrono::milliseconds(100));
-          if (!failed && processed <= send_dep[i] && check) {
-            l.unlock();
+        sync.mu.Lock();
+        while (!sync.failed && sync.processed <= send_dep[i]) {
+          sync.cv.WaitWithTimeout(&sync.mu, absl::Milliseconds(100));
+          if (!sync.failed && sync.processed <= send_dep[i] && check) {
+            sync.mu.Unlock();
             absl::Status s = check();
-            l.lock();
+            sync.mu.Lock();
             if (!s.ok()) {
-              send_status = s;
-              failed = true;
-              cv.notify_all();
+              sync.send_status = s;
+              sync.failed = true;
+              sync.cv.SignalAll();
             }
           }
         }
+        const bool failed = sync.failed;
+        sync.mu.Unlock();
         if (failed) return;
       }
       const Item& it = send[i];
@@ -212,7 +213,10 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
       absl::Status s = right_.SendAll(&h, sizeof(h), payload, h.bytes, guarded);
       if (!s.ok()) {
         if (!absl::IsCancelled(s)) right_failed_ = true;
-        fail(&send_status, s);
+        absl::MutexLock l(&sync.mu);
+        sync.send_status = std::move(s);
+        sync.failed = true;
+        sync.cv.SignalAll();
         return;
       }
       bytes_sent_ += static_cast<int64_t>(sizeof(h) + h.bytes);
@@ -259,15 +263,24 @@ absl::Status RingAllreduce::Run(std::span<float> data, const std::vector<Item>& 
     }
     if (!s.ok()) {
       if (!absl::IsCancelled(s)) left_failed_ = true;
-      fail(&recv_status, s);
+      absl::MutexLock l(&sync.mu);
+      sync.recv_status = std::move(s);
+      sync.failed = true;
+      sync.cv.SignalAll();
       break;
     }
     bytes_received_ += static_cast<int64_t>(sizeof(h) + bytes);
-    std::lock_guard<std::mutex> l(mu);
-    ++processed;
-    cv.notify_all();
+    absl::MutexLock l(&sync.mu);
+    ++sync.processed;
+    sync.cv.SignalAll();
   }
   WaitForSending();
+  absl::Status send_status, recv_status;
+  {
+    absl::MutexLock l(&sync.mu);
+    send_status = sync.send_status;
+    recv_status = sync.recv_status;
+  }
   // Report the root cause, not the other direction's cancellation.
   if (!recv_status.ok() && !absl::IsCancelled(recv_status)) return recv_status;
   if (!send_status.ok() && !absl::IsCancelled(send_status)) return send_status;

@@ -23,16 +23,16 @@
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RING_ALLREDUCE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "kubetrain/v1/tensor.pb.h"
 #include "runtime/exchange/allreduce/collective.h"
 #include "runtime/exchange/tcp_link.h"
@@ -95,21 +95,29 @@ class RingAllreduce final : public Collective {
 
   // The sender thread, started with the first collective and reused: it
   // runs one collective's send loop at a time.
-  void StartSending(const std::function<void()>& job);
-  void WaitForSending();
+  void StartSending(const std::function<void()>& job) ABSL_LOCKS_EXCLUDED(job_mu_);
+  void WaitForSending() ABSL_LOCKS_EXCLUDED(job_mu_);
+  void SenderLoop() ABSL_LOCKS_EXCLUDED(job_mu_);
 
   const int rank_, world_;
+  // A thread may send on right_ while another receives on left_ (tcp_link.h);
+  // Shutdown() may be called from any thread.
   exchange::TcpConnection right_, left_;
   const RingOptions options_;
+  // Not guarded: the calling thread writes these between collectives and
+  // the sender thread reads or writes them only while it runs the
+  // collective's send loop; job_mu_ orders the two (StartSending hands the
+  // job over, WaitForSending takes it back).
   uint32_t seq_ = 0;
   bool left_failed_ = false, right_failed_ = false;
-  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
-  std::vector<uint16_t> send_half_;  // fp16 staging, sender thread
-  std::vector<char> recv_buf_;       // receiving thread
-  std::mutex job_mu_;
-  std::condition_variable job_cv_;
-  const std::function<void()>* job_ = nullptr;  // guarded by job_mu_
-  bool quit_ = false;                           // guarded by job_mu_
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};  // atomics
+  std::vector<uint16_t> send_half_;                         // fp16 staging, sender thread only
+  std::vector<char> recv_buf_;                              // receiving (calling) thread only
+  absl::Mutex job_mu_;
+  absl::CondVar job_cv_;  // with job_mu_: a job handed over, done, or quit_
+  const std::function<void()>* job_ ABSL_GUARDED_BY(job_mu_) = nullptr;
+  bool quit_ ABSL_GUARDED_BY(job_mu_) = false;
+  // Not guarded: started (under job_mu_) and joined by the calling thread only.
   std::thread sender_;
 };
 
