@@ -44,7 +44,8 @@ absl::Status CheckObject(const json& v, const std::string& path) {
 
 absl::Status CheckKnownFields(const json& obj, const std::string& path,
                               std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();  // named, not bound: the lambda captures it
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) ==
         known.end()) {
       return FieldError(Join(path, key),

@@ -15,7 +15,9 @@ void ClockWaiter::OnClockAdvanced() {
   cv_.SignalAll();
 }
 
-bool ClockWaiter::AwaitUntil(const std::function<bool()>& done, int64_t deadline_nanos) {
+bool ClockWaiter::AwaitUntil(absl::Mutex& mu, const std::function<bool()>& done,
+                             int64_t deadline_nanos) {
+  KT_CHECK(&mu == mu_);
   auto ready = [&] { return done() || clock_.NowNanos() >= deadline_nanos; };
   while (true) {
     if (done()) return true;
@@ -23,20 +25,25 @@ bool ClockWaiter::AwaitUntil(const std::function<bool()>& done, int64_t deadline
     if (now >= deadline_nanos) return false;
     // A real clock's deadline passes in real time; a fake one's when it is
     // advanced (OnClockAdvanced releases mu_, which re-evaluates `ready`).
-    mu_->AwaitWithTimeout(absl::Condition(&ready), absl::Nanoseconds(deadline_nanos - now));
+    mu.AwaitWithTimeout(absl::Condition(&ready), absl::Nanoseconds(deadline_nanos - now));
   }
 }
 
-bool ClockWaiter::AwaitFor(const std::function<bool()>& done, absl::Duration timeout) {
-  return AwaitUntil(done, clock_.NowNanos() + absl::ToInt64Nanoseconds(timeout));
+bool ClockWaiter::AwaitFor(absl::Mutex& mu, const std::function<bool()>& done,
+                           absl::Duration timeout) {
+  return AwaitUntil(mu, done, clock_.NowNanos() + absl::ToInt64Nanoseconds(timeout));
 }
 
-void ClockWaiter::WaitUntil(int64_t deadline_nanos) {
+void ClockWaiter::WaitUntil(absl::Mutex& mu, int64_t deadline_nanos) {
+  KT_CHECK(&mu == mu_);
   const int64_t now = clock_.NowNanos();
   if (now >= deadline_nanos) return;
-  cv_.WaitWithTimeout(mu_, absl::Nanoseconds(deadline_nanos - now));
+  cv_.WaitWithTimeout(&mu, absl::Nanoseconds(deadline_nanos - now));
 }
 
-void ClockWaiter::Wait() { cv_.Wait(mu_); }
+void ClockWaiter::Wait(absl::Mutex& mu) {
+  KT_CHECK(&mu == mu_);
+  cv_.Wait(&mu);
+}
 
 }  // namespace kubetrain::kube

@@ -6,7 +6,9 @@
 // leader elector's retries wait through one.
 //
 // Thread-safe. Construct and destroy it without holding `mu` (it registers
-// with the clock); the clock and `mu` must outlive it.
+// with the clock); the clock and `mu` must outlive it. Every wait names the
+// owner's mutex again (it must be `mu`), so Clang's thread-safety analysis
+// sees the caller hold exactly the lock the wait requires.
 #ifndef KUBETRAIN_OPERATOR_KUBE_CLOCK_WAITER_H_
 #define KUBETRAIN_OPERATOR_KUBE_CLOCK_WAITER_H_
 
@@ -15,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/check.h"
 #include "base/clock.h"
 
 namespace kubetrain::kube {
@@ -30,19 +33,22 @@ class ClockWaiter final : public ClockWatcher {
   // With `mu` held: blocks until `done()` holds (it is evaluated under `mu`)
   // or the clock reaches `deadline_nanos` (Clock::NowNanos()). Returns
   // done() as it was last evaluated.
-  bool AwaitUntil(const std::function<bool()>& done, int64_t deadline_nanos)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AwaitUntil(absl::Mutex& mu, const std::function<bool()>& done, int64_t deadline_nanos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // AwaitUntil(done, now + timeout).
-  bool AwaitFor(const std::function<bool()>& done, absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AwaitFor(absl::Mutex& mu, const std::function<bool()>& done, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // With `mu` held: blocks until the clock reaches `deadline_nanos` or a
   // Wake() (or any release of `mu` by another thread that changed what the
   // caller waits for); the caller looks again at what it waits for.
-  void WaitUntil(int64_t deadline_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WaitUntil(absl::Mutex& mu, int64_t deadline_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Blocks, with `mu` held, until a Wake() or a jump of the clock.
-  void Wait() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wait(absl::Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Wakes WaitUntil()/Wait(). Call with `mu` held.
-  void Wake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { cv_.SignalAll(); }
+  void Wake(absl::Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    KT_CHECK(&mu == mu_);
+    cv_.SignalAll();
+  }
 
   int64_t NowNanos() const { return clock_.NowNanos(); }
   const Clock& clock() const { return clock_; }

@@ -66,8 +66,9 @@ void Informer::Stop() {
 
 bool Informer::WaitForSync(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return synced_.load() || stopping_; },
-                   timeout);
+  waiter_.AwaitFor(
+      mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return synced_.load() || stopping_; },
+      timeout);
   return synced_.load();
 }
 
@@ -80,7 +81,8 @@ InformerStats Informer::Stats() const {
 
 bool Informer::SleepUnlessStopped(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
+  waiter_.AwaitFor(
+      mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
   return !stopping_;
 }
 
@@ -156,7 +158,9 @@ absl::Status Informer::ListAndReplace() {
     ++stats_.lists;
     resource_version_ = list->resource_version;
   }
-  for (const auto& [old, object] : changes) {
+  for (const auto& change : changes) {
+    const ObjectPtr& old = change.first;  // named, not bound: lambdas capture them
+    const ObjectPtr& object = change.second;
     if (old) {
       Dispatch([&](const InformerHandlers& h) {
         if (h.on_update) h.on_update(old, object);

@@ -56,7 +56,8 @@ void LeaderElector::Stop() {
 
 bool LeaderElector::WaitUnlessStopped(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
+  waiter_.AwaitFor(
+      mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, d);
   return !stopping_;
 }
 

@@ -42,8 +42,8 @@ absl::Status ThrottledTransport::Acquire() {
   const int64_t ready = now + static_cast<int64_t>(std::ceil(-tokens_ / options_.qps * 1e9));
   ++throttled_;
   waited_nanos_ += ready - now;
-  if (waiter_.AwaitUntil([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return interrupted_; },
-                         ready)) {
+  if (waiter_.AwaitUntil(
+          mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return interrupted_; }, ready)) {
     return absl::CancelledError(
         "shutting down: a request waiting for the client rate limit was dropped");
   }
@@ -53,7 +53,7 @@ absl::Status ThrottledTransport::Acquire() {
 void ThrottledTransport::Interrupt() {
   absl::MutexLock lock(&mu_);
   interrupted_ = true;
-  waiter_.Wake();
+  waiter_.Wake(mu_);
 }
 
 absl::StatusOr<HttpResponse> ThrottledTransport::Send(const HttpRequest& request) {

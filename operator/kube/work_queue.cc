@@ -45,7 +45,7 @@ void WorkQueue::AddAfter(const std::string& item, absl::Duration delay) {
         it->second = when;
         const bool earliest = timers_.empty() || when < timers_.top().when;
         timers_.push(Timed{when, item});
-        if (earliest) waiter_.Wake();
+        if (earliest) waiter_.Wake(mu_);
       }
     }
   }
@@ -76,7 +76,8 @@ bool WorkQueue::GetWithTimeout(std::string* item, absl::Duration timeout, bool* 
   bool down = false;
   {
     absl::MutexLock lock(&mu_);
-    if (waiter_.AwaitFor([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanGet(); }, timeout)) {
+    if (waiter_.AwaitFor(
+            mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanGet(); }, timeout)) {
       got = TakeLocked(item, &events);
       down = !got;
     }
@@ -108,7 +109,7 @@ void WorkQueue::ShutDown() {
   shutting_down_ = true;
   drain_ = false;
   DropDelayedLocked();
-  waiter_.Wake();
+  waiter_.Wake(mu_);
 }
 
 void WorkQueue::ShutDownWithDrain() {
@@ -116,7 +117,7 @@ void WorkQueue::ShutDownWithDrain() {
   if (!shutting_down_) drain_ = true;  // After ShutDown() there is nothing to drain.
   shutting_down_ = true;
   DropDelayedLocked();
-  waiter_.Wake();
+  waiter_.Wake(mu_);
   mu_.Await(absl::Condition(this, &WorkQueue::DrainDone));
 }
 
@@ -208,9 +209,9 @@ void WorkQueue::TimerLoop() {
       continue;
     }
     if (timers_.empty()) {
-      waiter_.Wait();
+      waiter_.Wait(mu_);
     } else {
-      waiter_.WaitUntil(absl::ToUnixNanos(timers_.top().when));
+      waiter_.WaitUntil(mu_, absl::ToUnixNanos(timers_.top().when));
     }
   }
   mu_.Unlock();

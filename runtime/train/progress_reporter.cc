@@ -93,7 +93,7 @@ class LineBuilder {
   std::string json_;
 };
 
-std::string Fixed(const char* fmt, double v) { return absl::StrFormat(fmt, v); }
+std::string Fixed(const absl::FormatSpec<double>& fmt, double v) { return absl::StrFormat(fmt, v); }
 
 }  // namespace
 
