@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -27,6 +25,7 @@
 #include "operator/controller/pod_status.h"
 #include "operator/controller/scheduling_check.h"
 #include "operator/controller/service_planner.h"
+#include "operator/controller/slow_start.h"
 #include "operator/controller/status_planner.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/object.h"
@@ -38,60 +37,6 @@ using api::ReplicaType;
 using kube::ObjectPtr;
 
 constexpr char kComponent[] = "reconciler";
-
-// Runs `ops` in slow-start batches (1, 2, 4, ... up to `max_parallel`), as
-// client-go's slowStartBatch: a batch with a failure stops the rest, so a
-// quota or admission error costs one request, not hundreds.
-absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops, int max_parallel) {
-  size_t next = 0;
-  size_t batch = 1;
-  while (next < ops.size()) {
-    size_t n = std::min(batch, ops.size() - next);
-    std::vector<absl::Status> results(n);
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    auto run = [&](size_t i) {
-      // An exception must not escape a thread (that ends the process).
-      try {
-        results[i] = ops[next + i]();
-      } catch (const std::exception& e) {
-        results[i] = absl::InternalError(absl::StrCat("exception: ", e.what()));
-      }
-    };
-    for (size_t i = 0; i < n; ++i) {
-      try {
-        threads.emplace_back(run, i);
-      } catch (const std::system_error&) {
-        run(i);  // no thread to be had (pids limit): do it on this one
-      }
-    }
-    for (std::thread& t : threads) t.join();
-    next += n;
-    for (const absl::Status& s : results) {
-      if (!s.ok()) return s;
-    }
-    batch = std::min<size_t>(batch * 2, static_cast<size_t>(std::max(1, max_parallel)));
-  }
-  return absl::OkStatus();
-}
-
-// RunInBatches(a) and RunInBatches(b) at the same time; the first error of
-// either (a's when both fail).
-absl::Status RunSideBySide(const std::vector<std::function<absl::Status()>>& a,
-                           const std::vector<std::function<absl::Status()>>& b, int max_parallel) {
-  if (a.empty()) return RunInBatches(b, max_parallel);
-  if (b.empty()) return RunInBatches(a, max_parallel);
-  absl::Status a_status;
-  std::thread a_thread;
-  try {
-    a_thread = std::thread([&] { a_status = RunInBatches(a, max_parallel); });
-  } catch (const std::system_error&) {
-    a_status = RunInBatches(a, max_parallel);  // no thread to be had: one after the other
-  }
-  absl::Status b_status = RunInBatches(b, max_parallel);
-  if (a_thread.joinable()) a_thread.join();
-  return a_status.ok() ? b_status : a_status;
-}
 
 std::string RandomToken() {
   absl::BitGen gen;
@@ -128,7 +73,7 @@ struct Reconciler::Pass {
   // controller does): the informers update a cache before they mark the
   // object observed, so a satisfied expectation read first guarantees the
   // cache read after it shows those objects. Read after, an object observed
-  // in between is missing from `pods` but no longer expected, and the pass
+  // in between is missing from `objects` but no longer expected, and the pass
   // would create it again (a refused duplicate, 409). The checks below also
   // ask again, so that this pass's own expectations count too.
   bool pods_settled_at_collect = false;
@@ -625,7 +570,7 @@ struct Reconciler::Pass {
         // Services and pods are two slow-start sequences run side by side:
         // a job's creates take the rounds of its pods (1, 2, 1 for four),
         // not of its pods and Services one after the other (1, 2, 4, 1).
-        Note(RunSideBySide(service_creates, pod_creates, d.max_parallel_creates));
+        Note(RunSlowStartSideBySide(service_creates, pod_creates, d.max_parallel_creates));
       } else {
         // Not attempted: nothing will be observed.
         for (const std::string& n : expected_services) {
