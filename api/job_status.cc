@@ -112,32 +112,33 @@ absl::StatusOr<Progress> ProgressFromJson(const json& v, const std::string& path
 }
 
 json ConditionToJson(const Condition& c) {
-  return json{{"type", c.type},
-              {"status", ConditionStatusName(c.status)},
-              {"reason", c.reason},
-              {"message", c.message},
-              {"lastUpdateTime", c.last_update_time},
-              {"lastTransitionTime", c.last_transition_time}};
+  json condition{{"type", c.type},
+                 {"status", ConditionStatusName(c.status)},
+                 {"reason", c.reason},
+                 {"message", c.message},
+                 {"lastUpdateTime", c.last_update_time},
+                 {"lastTransitionTime", c.last_transition_time}};
+  return condition;
 }
 
 json ReplicaStatusToJson(const ReplicaStatus& rs) {
-  json out{{"active", rs.active}, {"ready", rs.ready},       {"succeeded", rs.succeeded},
-           {"failed", rs.failed}, {"restarts", rs.restarts}, {"selector", rs.selector}};
-  if (!rs.completed_indexes.empty()) out["completedIndexes"] = rs.completed_indexes;
-  return out;
+  json replica{{"active", rs.active}, {"ready", rs.ready},       {"succeeded", rs.succeeded},
+               {"failed", rs.failed}, {"restarts", rs.restarts}, {"selector", rs.selector}};
+  if (!rs.completed_indexes.empty()) replica["completedIndexes"] = rs.completed_indexes;
+  return replica;
 }
 
 json LastFailureToJson(const LastFailure& f) {
-  json out{{"replicaType", ReplicaTypeName(f.replica_type)},
-           {"replicaIndex", f.replica_index},
-           {"pod", f.pod},
-           {"node", f.node},
-           {"reason", f.reason},
-           {"message", f.message},
-           {"time", f.time}};
-  if (!f.pod_uid.empty()) out["podUID"] = f.pod_uid;
-  if (f.exit_code) out["exitCode"] = *f.exit_code;
-  return out;
+  json failure{{"replicaType", ReplicaTypeName(f.replica_type)},
+               {"replicaIndex", f.replica_index},
+               {"pod", f.pod},
+               {"node", f.node},
+               {"reason", f.reason},
+               {"message", f.message},
+               {"time", f.time}};
+  if (!f.pod_uid.empty()) failure["podUID"] = f.pod_uid;
+  if (f.exit_code) failure["exitCode"] = *f.exit_code;
+  return failure;
 }
 
 }  // namespace
@@ -237,14 +238,14 @@ absl::StatusOr<JobStatus> StatusFromJson(const json& v) {
 }
 
 json ProgressToJson(const Progress& p) {
-  json out = json::object();
-  if (p.step) out["step"] = *p.step;
-  if (p.total_steps) out["totalSteps"] = *p.total_steps;
-  if (p.loss) out["loss"] = *p.loss;
-  if (p.accuracy) out["accuracy"] = *p.accuracy;
-  if (p.samples_per_second) out["samplesPerSecond"] = *p.samples_per_second;
-  if (!p.updated_at.empty()) out["updatedAt"] = p.updated_at;
-  return out;
+  json progress = json::object();
+  if (p.step) progress["step"] = *p.step;
+  if (p.total_steps) progress["totalSteps"] = *p.total_steps;
+  if (p.loss) progress["loss"] = *p.loss;
+  if (p.accuracy) progress["accuracy"] = *p.accuracy;
+  if (p.samples_per_second) progress["samplesPerSecond"] = *p.samples_per_second;
+  if (!p.updated_at.empty()) progress["updatedAt"] = p.updated_at;
+  return progress;
 }
 
 json StatusToJson(const JobStatus& status) {

@@ -13,7 +13,11 @@
 //     there;
 //   - restartCount, disruptionCount, lastFailure, progress and each
 //     progress field appear only when set; the times, only when not empty;
-//     conditions and replicaStatuses only when not empty.
+//     conditions and replicaStatuses only when not empty;
+//   - progress's numbers are doubles: a loss the API server stored as 1
+//     (Go writes 1.0 so) reads as 1.0, equal to it, and is written 1.0.
+// tests/packaging/crd.test.mjs checks the CRD's status schema against the
+// keys this file reads and writes.
 // StatusFromJson reads that back (null fields count as absent, unknown
 // fields are ignored, as the API server prunes them) and refuses a value of
 // the wrong type, or an unknown condition status or replica type, with an

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 namespace kubetrain::api {
@@ -117,6 +118,19 @@ TEST(JobStatusTest, WritesBackByteForByte) {
   EXPECT_EQ(StatusToJson(Parse(partial)).dump(), partial.dump());
   const json only_time = json::parse(R"({"progress": {"updatedAt": "2026-11-22T00:00:00Z"}})");
   EXPECT_EQ(StatusToJson(Parse(only_time)).dump(), only_time.dump());
+}
+
+// The status every field of which the CRD tests check against the schema
+// (tests/packaging/crd.test.mjs), as the operator writes it.
+TEST(JobStatusTest, TheOperatorsStatusFixtureRoundTrips) {
+  std::ifstream in(KUBETRAIN_STATUS_FIXTURE);
+  ASSERT_TRUE(in) << KUBETRAIN_STATUS_FIXTURE;
+  const json stored = json::parse(in);
+  const JobStatus s = Parse(stored);
+  EXPECT_EQ(s.conditions.size(), 3u);
+  EXPECT_EQ(s.replica_statuses.size(), 2u);
+  EXPECT_EQ(s.last_failure->exit_code, 137);
+  EXPECT_EQ(StatusToJson(s).dump(), stored.dump());
 }
 
 TEST(JobStatusTest, EmptiesAreOmitted) {
