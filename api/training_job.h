@@ -29,6 +29,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "api/job_status.h"
+#include "api/replica_type.h"
 
 namespace kubetrain::api {
 
@@ -37,18 +39,6 @@ inline constexpr char kKind[] = "TrainingJob";
 inline constexpr char kDefaultNamespace[] = "default";
 inline constexpr char kPortName[] = "kubetrain-port";
 inline constexpr int kDefaultPort = 2222;
-
-// Replica types, in the order replicas are started locally.
-enum class ReplicaType { kPS, kWorker, kChief, kEvaluator };
-inline constexpr ReplicaType kAllReplicaTypes[] = {ReplicaType::kPS, ReplicaType::kWorker,
-                                                   ReplicaType::kChief, ReplicaType::kEvaluator};
-
-// "PS", "Worker", "Chief", "Evaluator": the spec's keys.
-std::string ReplicaTypeName(ReplicaType type);
-// "ps", "worker", "chief", "evaluator": names, TF_CONFIG and env.
-std::string ReplicaTypeLower(ReplicaType type);
-// Case-insensitive: "worker", "Worker" and "WORKER" are all kWorker.
-std::optional<ReplicaType> ParseReplicaType(std::string_view name);
 
 enum class RestartPolicy { kAlways, kOnFailure, kNever, kExitCode };
 std::string RestartPolicyName(RestartPolicy policy);
@@ -191,7 +181,7 @@ struct TrainingJob {
   std::string kind = kKind;
   ObjectMeta metadata;
   TrainingJobSpec spec;
-  nlohmann::json status;  // passed through unchanged; null when absent
+  std::optional<JobStatus> status;  // unset when the object has none
 
   // The spec for `type`, or nullptr when the job has none.
   const ReplicaSpec* Find(ReplicaType type) const;

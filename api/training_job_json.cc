@@ -142,7 +142,11 @@ absl::StatusOr<TrainingJob> FromJson(const json& v) {
   if (auto it = v.find("metadata"); it != v.end() && !it->is_null()) {
     if (absl::Status s = MetadataFromJson(*it, &job.metadata); !s.ok()) return s;
   }
-  if (auto it = v.find("status"); it != v.end()) job.status = *it;
+  if (auto it = v.find("status"); it != v.end() && !it->is_null()) {
+    absl::StatusOr<JobStatus> status = StatusFromJson(*it);
+    if (!status.ok()) return status.status();
+    job.status = *std::move(status);
+  }
   auto spec_it = v.find("spec");
   if (spec_it == v.end() || spec_it->is_null()) return job;
   const json& spec = *spec_it;
@@ -256,7 +260,7 @@ json ToJson(const TrainingJob& job) {
     spec["serviceMode"] = ServiceModeName(job.spec.service_mode);
   }
   out["spec"] = std::move(spec);
-  if (!job.status.is_null()) out["status"] = job.status;
+  if (job.status) out["status"] = StatusToJson(*job.status);
   return out;
 }
 

@@ -83,50 +83,26 @@ PhaseDecision DecidePhase(const api::TrainingJob& job,
 namespace {
 
 // `status` without what StatusWriteCanWait lets wait.
-nlohmann::json Lasting(const nlohmann::json& status) {
-  if (!status.is_object()) return status;
-  nlohmann::json out = status;
-  out.erase("startTime");
-  out.erase("lastReconcileTime");
-  if (auto it = out.find("conditions"); it != out.end() && it->is_array()) {
-    nlohmann::json kept = nlohmann::json::array();
-    for (const nlohmann::json& c : *it) {
-      if (!(c.is_object() && c.value("type", "") == "Created")) kept.push_back(c);
-    }
-    if (kept.empty()) {
-      out.erase("conditions");
-    } else {
-      *it = std::move(kept);
-    }
+api::JobStatus Lasting(api::JobStatus status) {
+  status.start_time.clear();
+  status.last_reconcile_time.clear();
+  std::erase_if(status.conditions,
+                [](const api::Condition& c) { return c.type == api::kCondCreated; });
+  for (auto& [type, rs] : status.replica_statuses) {
+    rs.active = 0;
+    rs.ready = 0;
+    rs.selector.clear();
   }
-  if (auto it = out.find("replicaStatuses"); it != out.end() && it->is_object()) {
-    for (auto& [type, rs] : it->items()) {
-      if (!rs.is_object()) continue;
-      rs.erase("active");
-      rs.erase("ready");
-      rs.erase("selector");
-      // A replica type first seen here has nothing lasting yet.
-      for (const char* counter : {"succeeded", "failed", "restarts"}) {
-        if (rs.contains(counter) && rs[counter] == 0) rs.erase(counter);
-      }
-    }
-    nlohmann::json nonempty = nlohmann::json::object();
-    for (auto& [type, rs] : it->items()) {
-      if (!(rs.is_object() && rs.empty())) nonempty[type] = rs;
-    }
-    if (nonempty.empty()) {
-      out.erase("replicaStatuses");
-    } else {
-      *it = std::move(nonempty);
-    }
-  }
-  if (auto it = out.find("restartCount"); it != out.end() && *it == 0) out.erase(it);
-  return out;
+  // A replica type first seen here has nothing lasting yet.
+  std::erase_if(status.replica_statuses,
+                [](const auto& entry) { return entry.second == api::ReplicaStatus{}; });
+  if (status.restart_count == 0) status.restart_count.reset();
+  return status;
 }
 
 }  // namespace
 
-bool StatusWriteCanWait(const nlohmann::json& stored, const nlohmann::json& computed) {
+bool StatusWriteCanWait(const api::JobStatus& stored, const api::JobStatus& computed) {
   return Lasting(stored) == Lasting(computed);
 }
 

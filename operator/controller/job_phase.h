@@ -8,12 +8,12 @@
 #ifndef KUBETRAIN_OPERATOR_CONTROLLER_JOB_PHASE_H_
 #define KUBETRAIN_OPERATOR_CONTROLLER_JOB_PHASE_H_
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "api/job_status.h"
 #include "api/replica_policy.h"
 #include "api/training_job.h"
 
@@ -68,7 +68,7 @@ PhaseDecision DecidePhase(const api::TrainingJob& job,
 // anything else (another condition, restarts, succeeded or failed counts,
 // completed indexes, completionTime) is written at once, since a later pass
 // could not recompute it.
-bool StatusWriteCanWait(const nlohmann::json& stored, const nlohmann::json& computed);
+bool StatusWriteCanWait(const api::JobStatus& stored, const api::JobStatus& computed);
 
 }  // namespace kubetrain::controller
 

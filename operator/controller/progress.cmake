@@ -19,7 +19,7 @@ kubetrain_library(stall_tracker
 kubetrain_library(progress_poller
   HDRS "${CMAKE_CURRENT_LIST_DIR}/progress_poller.h"
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/progress_poller.cc"
-  DEPS kubetrain::prometheus_text kubetrain::stall_tracker kubetrain::kube CURL::libcurl
+  DEPS kubetrain::api kubetrain::prometheus_text kubetrain::stall_tracker kubetrain::kube CURL::libcurl
        nlohmann_json::nlohmann_json
        absl::flat_hash_map absl::synchronization absl::time absl::strings absl::status
        absl::statusor Threads::Threads)

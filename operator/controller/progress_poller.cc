@@ -122,14 +122,20 @@ std::optional<int64_t> AsCount(std::optional<double> value) {
   return static_cast<int64_t>(std::llround(*value));
 }
 
+// The job's status ({} when it has none or it does not read).
+api::JobStatus StatusOf(const Json& job) {
+  auto it = job.find("status");
+  if (it == job.end()) return api::JobStatus{};
+  absl::StatusOr<api::JobStatus> status = api::StatusFromJson(*it);
+  return status.ok() ? *std::move(status) : api::JobStatus{};
+}
+
 // status.progress without updatedAt, as stored on the job ({} when none).
 Json CurrentProgress(const Json& job) {
-  if (!job.contains("status") || !job["status"].is_object()) return Json::object();
-  const Json& status = job["status"];
-  if (!status.contains("progress") || !status["progress"].is_object()) return Json::object();
-  Json progress = status["progress"];
-  progress.erase("updatedAt");
-  return progress;
+  std::optional<api::Progress> progress = StatusOf(job).progress;
+  if (!progress) return Json::object();
+  progress->updated_at.clear();
+  return api::ProgressToJson(*progress);
 }
 
 }  // namespace
@@ -139,31 +145,23 @@ std::unique_ptr<MetricsFetcher> NewCurlMetricsFetcher(absl::Duration timeout) {
 }
 
 bool IsJobRunning(const Json& job) {
-  if (!job.contains("status") || !job["status"].is_object()) return false;
-  const Json& status = job["status"];
-  if (!status.contains("conditions") || !status["conditions"].is_array()) return false;
-  auto is_true = [&](const char* type) {
-    for (const Json& condition : status["conditions"]) {
-      if (condition.is_object() && kube::StringAt(condition, {"type"}) == type &&
-          kube::StringAt(condition, {"status"}) == "True") {
-        return true;
-      }
-    }
+  const api::JobStatus status = StatusOf(job);
+  auto is_true = [&](const char* type) { return api::IsConditionTrue(status, type); };
+  if (is_true(api::kCondSucceeded) || is_true(api::kCondFailed) || is_true(api::kCondSuspended)) {
     return false;
-  };
-  if (is_true("Succeeded") || is_true("Failed") || is_true("Suspended")) return false;
-  return is_true("Running") || is_true("Restarting");
+  }
+  return is_true(api::kCondRunning) || is_true(api::kCondRestarting);
 }
 
-TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
-                                     const std::string& job_name) {
+api::Progress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
+                                  const std::string& job_name) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {api::kMetricLabelJob, job_name},
       {api::kMetricLabelNamespace, kube::Namespace(pod)},
       {api::kMetricLabelReplicaType, kube::Label(pod, api::kLabelReplicaType)},
       {api::kMetricLabelReplicaIndex, kube::Label(pod, api::kLabelReplicaIndex)},
   };
-  TrainingProgress progress;
+  api::Progress progress;
   progress.step = AsCount(FindValue(page, api::kMetricGlobalStep, expected));
   progress.total_steps = AsCount(FindValue(page, api::kMetricTotalSteps, expected));
   progress.loss = FindValue(page, api::kMetricTrainLoss, expected);
@@ -171,16 +169,6 @@ TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const Jso
   if (!progress.accuracy) progress.accuracy = FindValue(page, api::kMetricTrainAccuracy, expected);
   progress.samples_per_second = FindValue(page, api::kMetricSamplesPerSecond, expected);
   return progress;
-}
-
-Json ProgressJson(const TrainingProgress& progress) {
-  Json out = Json::object();
-  if (progress.step) out["step"] = *progress.step;
-  if (progress.total_steps) out["totalSteps"] = *progress.total_steps;
-  if (progress.loss) out["loss"] = *progress.loss;
-  if (progress.accuracy) out["accuracy"] = *progress.accuracy;
-  if (progress.samples_per_second) out["samplesPerSecond"] = *progress.samples_per_second;
-  return out;
 }
 
 std::string MetricsUrl(const Json& pod) {
@@ -385,7 +373,8 @@ bool ProgressPoller::PollJob(const Target& target) {
                                      absl::StrCat(url, ": ", page.status().message())));
     return false;
   }
-  const Json desired = ProgressJson(ProgressFromMetrics(*page, target.pod, kube::Name(target.job)));
+  const Json desired =
+      api::ProgressToJson(ProgressFromMetrics(*page, target.pod, kube::Name(target.job)));
   const Json current = CurrentProgress(target.job);
   if (desired == current) {
     NoteSuccess(target);

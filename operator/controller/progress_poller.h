@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/job_status.h"
 #include "base/clock.h"
 #include "operator/controller/prometheus_text.h"
 #include "operator/controller/stall_tracker.h"
@@ -75,17 +76,6 @@ struct ProgressPollerOptions {
   std::function<void(const std::string& job_key)> on_stall_change;
 };
 
-// The values read from one metrics page; nullopt where the metric is absent.
-struct TrainingProgress {
-  std::optional<int64_t> step;
-  std::optional<int64_t> total_steps;
-  std::optional<double> loss;
-  std::optional<double> accuracy;
-  std::optional<double> samples_per_second;
-
-  bool operator==(const TrainingProgress& other) const = default;
-};
-
 // True when the job's Running or Restarting condition is True and it is
 // not Succeeded, Failed or Suspended (Stalled or Unschedulable may be the
 // phase shown meanwhile).
@@ -93,12 +83,10 @@ bool IsJobRunning(const nlohmann::json& job);
 
 // The progress in `page` for the replica `pod` runs (see the header comment
 // for which samples count); `job_name` is the expected job label, the
-// namespace label must equal the pod's namespace.
-TrainingProgress ProgressFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
-                                     const std::string& job_name);
-
-// status.progress as JSON without updatedAt: only present fields.
-nlohmann::json ProgressJson(const TrainingProgress& progress);
+// namespace label must equal the pod's namespace. Fields whose metric is
+// absent stay unset; updated_at is left empty.
+api::Progress ProgressFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
+                                  const std::string& job_name);
 
 // The metrics URL of a pod: http://<podIP>:<port annotation or api::kMetricsPort><path
 // annotation or /metrics>; empty when the pod has no IP.

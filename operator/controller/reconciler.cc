@@ -3,26 +3,30 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "absl/random/random.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "api/cluster_spec.h"
+#include "api/job_status.h"
 #include "api/replica_policy.h"
 #include "api/training_job.h"
+#include "operator/controller/failed_replicas.h"
 #include "operator/controller/failure_policy.h"
+#include "operator/controller/job_objects.h"
 #include "operator/controller/job_phase.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/node_loss.h"
+#include "operator/controller/pod_planner.h"
 #include "operator/controller/pod_status.h"
 #include "operator/controller/scheduling_check.h"
+#include "operator/controller/service_planner.h"
+#include "operator/controller/slow_start.h"
+#include "operator/controller/status_planner.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/object.h"
 
@@ -31,63 +35,8 @@ namespace {
 
 using api::ReplicaType;
 using kube::ObjectPtr;
-using ReplicaKey = std::pair<ReplicaType, int>;
 
 constexpr char kComponent[] = "reconciler";
-
-// Runs `ops` in slow-start batches (1, 2, 4, ... up to `max_parallel`), as
-// client-go's slowStartBatch: a batch with a failure stops the rest, so a
-// quota or admission error costs one request, not hundreds.
-absl::Status RunInBatches(const std::vector<std::function<absl::Status()>>& ops, int max_parallel) {
-  size_t next = 0;
-  size_t batch = 1;
-  while (next < ops.size()) {
-    size_t n = std::min(batch, ops.size() - next);
-    std::vector<absl::Status> results(n);
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    auto run = [&](size_t i) {
-      // An exception must not escape a thread (that ends the process).
-      try {
-        results[i] = ops[next + i]();
-      } catch (const std::exception& e) {
-        results[i] = absl::InternalError(absl::StrCat("exception: ", e.what()));
-      }
-    };
-    for (size_t i = 0; i < n; ++i) {
-      try {
-        threads.emplace_back(run, i);
-      } catch (const std::system_error&) {
-        run(i);  // no thread to be had (pids limit): do it on this one
-      }
-    }
-    for (std::thread& t : threads) t.join();
-    next += n;
-    for (const absl::Status& s : results) {
-      if (!s.ok()) return s;
-    }
-    batch = std::min<size_t>(batch * 2, static_cast<size_t>(std::max(1, max_parallel)));
-  }
-  return absl::OkStatus();
-}
-
-// RunInBatches(a) and RunInBatches(b) at the same time; the first error of
-// either (a's when both fail).
-absl::Status RunSideBySide(const std::vector<std::function<absl::Status()>>& a,
-                           const std::vector<std::function<absl::Status()>>& b, int max_parallel) {
-  if (a.empty()) return RunInBatches(b, max_parallel);
-  if (b.empty()) return RunInBatches(a, max_parallel);
-  absl::Status a_status;
-  std::thread a_thread;
-  try {
-    a_thread = std::thread([&] { a_status = RunInBatches(a, max_parallel); });
-  } catch (const std::system_error&) {
-    a_status = RunInBatches(a, max_parallel);  // no thread to be had: one after the other
-  }
-  absl::Status b_status = RunInBatches(b, max_parallel);
-  if (a_thread.joinable()) a_thread.join();
-  return a_status.ok() ? b_status : a_status;
-}
 
 std::string RandomToken() {
   absl::BitGen gen;
@@ -109,8 +58,8 @@ struct Reconciler::Pass {
   const ObjectPtr job_object;
   const kube::Json& job_json;
   api::TrainingJob job;
-  kube::Json status;
-  kube::Json original_status;
+  api::JobStatus status;
+  api::JobStatus original_status;
   std::string ns;
   std::string name;
   std::string uid;
@@ -118,16 +67,13 @@ struct Reconciler::Pass {
   std::string now_str;
   std::optional<absl::Duration> requeue;
   absl::Status error;
-  std::map<ReplicaKey, ObjectPtr> pods;      // owned, by replica
-  std::map<ReplicaKey, ObjectPtr> services;  // owned, by replica
-  ObjectPtr job_service;                     // owned, named as the job (serviceMode PerJob)
-  std::vector<ObjectPtr> stray_pods;         // owned, outside the spec (scaled down)
+  JobObjects objects;  // observed: the pods and Services the job owns
   // Whether the earlier passes' creates and deletes had all been observed
   // when Collect() read the caches. Read before the caches (as the Job
   // controller does): the informers update a cache before they mark the
   // object observed, so a satisfied expectation read first guarantees the
   // cache read after it shows those objects. Read after, an object observed
-  // in between is missing from `pods` but no longer expected, and the pass
+  // in between is missing from `objects` but no longer expected, and the pass
   // would create it again (a refused duplicate, 409). The checks below also
   // ask again, so that this pass's own expectations count too.
   bool pods_settled_at_collect = false;
@@ -175,35 +121,11 @@ struct Reconciler::Pass {
     d.logger->Info(kComponent, absl::StrCat(key, ": ", message));
   }
 
+  // Observe: the expectations, then the caches (see above).
   void Collect() {
     pods_settled_at_collect = d.expectations->Satisfied(PodExpectationKey(key));
     services_settled_at_collect = d.expectations->Satisfied(ServiceExpectationKey(key));
-    auto index = [](const ObjectPtr& o) -> std::optional<ReplicaKey> {
-      std::optional<ReplicaType> type =
-          api::ParseReplicaType(kube::Label(*o, api::kLabelReplicaType));
-      int i = 0;
-      if (!type || !absl::SimpleAtoi(kube::Label(*o, api::kLabelReplicaIndex), &i)) {
-        return std::nullopt;
-      }
-      return ReplicaKey{*type, i};
-    };
-    for (const ObjectPtr& pod : d.pods->ByIndex(kube::kIndexOwnerUid, uid)) {
-      if (kube::ControllerUid(*pod) != uid) continue;
-      std::optional<ReplicaKey> k = index(pod);
-      if (k && k->second < job.ReplicaCount(k->first)) {
-        pods[*k] = pod;
-      } else {
-        stray_pods.push_back(pod);
-      }
-    }
-    for (const ObjectPtr& svc : d.services->ByIndex(kube::kIndexOwnerUid, uid)) {
-      if (kube::ControllerUid(*svc) != uid) continue;
-      if (std::optional<ReplicaKey> k = index(svc)) {
-        services[*k] = svc;
-      } else if (kube::Name(*svc) == name) {
-        job_service = svc;
-      }
-    }
+    objects = CollectJobObjects(job, uid, *d.pods, *d.services);
   }
 
   // Plans the deletion of a pod (precondition: its uid, so a newer pod of
@@ -255,18 +177,11 @@ struct Reconciler::Pass {
   void CleanUp() {
     api::CleanPodPolicy policy =
         job.spec.run_policy.clean_pod_policy.value_or(api::CleanPodPolicy::kRunning);
+    for (const CleanUpItem& item : PodsToCleanUp(policy, objects)) {
+      PlanDeletePod(item.pod, " (cleanPodPolicy)");
+      if (item.service != nullptr) PlanDeleteService(item.service);
+    }
     if (policy == api::CleanPodPolicy::kNone) return;
-    for (const auto& [k, pod] : pods) {
-      if (kube::IsBeingDeleted(*pod)) continue;
-      std::string phase = PodPhase(*pod);
-      bool finished = phase == "Succeeded" || phase == "Failed";
-      if (policy == api::CleanPodPolicy::kRunning && finished) continue;
-      PlanDeletePod(pod, " (cleanPodPolicy)");
-      if (auto svc = services.find(k); svc != services.end()) PlanDeleteService(svc->second);
-    }
-    for (const ObjectPtr& pod : stray_pods) {
-      if (!kube::IsBeingDeleted(*pod)) PlanDeletePod(pod, " (cleanPodPolicy)");
-    }
     if (d.pod_groups != nullptr) {
       if (ObjectPtr group = d.pod_groups->Get(kube::ObjectKey(ns, name));
           group && kube::ControllerUid(*group) == uid) {
@@ -288,7 +203,7 @@ struct Reconciler::Pass {
       Log(absl::StrCat("failed: ", message));
     }
     SetCondition(status, kCondFailed, true, reason, message, now_str);
-    if (!status.contains("completionTime")) status["completionTime"] = now_str;
+    if (status.completion_time.empty()) status.completion_time = now_str;
   }
 
   // `message`: the Succeeded condition's (job_phase.h).
@@ -301,13 +216,13 @@ struct Reconciler::Pass {
       Log("succeeded");
     }
     SetCondition(status, kCondSucceeded, true, "JobSucceeded", message, now_str);
-    if (!status.contains("completionTime")) status["completionTime"] = now_str;
+    if (status.completion_time.empty()) status.completion_time = now_str;
   }
 
   // TTL after the job finished: delete the job (its pods and services go
   // with it through garbage collection) or come back when it is due.
   bool HandleTtl() {
-    std::optional<int64_t> done_us = kube::ParseTimeMicros(status.value("completionTime", ""));
+    std::optional<int64_t> done_us = kube::ParseTimeMicros(status.completion_time);
     const TimeLimit ttl =
         TtlAfterFinished(job.spec.run_policy, done_us ? absl::FromUnixMicros(*done_us) : now, now);
     if (!ttl.passed) {
@@ -326,15 +241,9 @@ struct Reconciler::Pass {
     return true;
   }
 
-  // Pods that failed or restarted, per restart policy. False when the job
-  // failed.
   // runPolicy.nodeLostTimeoutSeconds, when the operator watches Nodes.
   std::optional<absl::Duration> NodeLostTimeout() const {
-    if (d.nodes == nullptr) return std::nullopt;
-    const int64_t s =
-        job.spec.run_policy.node_lost_timeout_seconds.value_or(api::kDefaultNodeLostTimeoutSeconds);
-    if (s <= 0) return std::nullopt;
-    return absl::Seconds(s);
+    return controller::NodeLostTimeout(job.spec.run_policy, d.nodes != nullptr);
   }
 
   // Pods still Terminating nodeLostTimeoutSeconds past their grace period
@@ -344,11 +253,9 @@ struct Reconciler::Pass {
   void ForceDeleteStuckPods() {
     const std::optional<absl::Duration> timeout = NodeLostTimeout();
     if (!timeout) return;
-    for (const auto& [k, pod] : pods) {
-      if (!kube::IsBeingDeleted(*pod)) continue;
-      const NodeLossCheck check = CheckNodeLoss(*pod, nullptr, *timeout, now);
-      if (check.wait) Requeue(*check.wait);
-      if (!check.stuck_terminating) continue;
+    const StuckTerminating stuck = FindStuckTerminating(objects.pods, *timeout, now);
+    if (stuck.wait) Requeue(*stuck.wait);
+    for (const ObjectPtr& pod : stuck.pods) {
       const std::string node = kube::StringAt(*pod, {"spec", "nodeName"});
       Event(kEventWarning, "ForceDeleted",
             absl::StrCat("pod ", kube::Name(*pod), node.empty() ? "" : " on node ", node,
@@ -359,92 +266,45 @@ struct Reconciler::Pass {
     }
   }
 
+  // Pods that failed or restarted, per restart policy (failed_replicas.h
+  // finds them, failure_policy.h decides). False when the job failed.
   bool ApplyFailurePolicy() {
     ForceDeleteStuckPods();
     // Until the deletes of the last pass show up in the cache, the failed
     // pods seen here may be the ones already handled: do not count twice.
     if (!PodsSettled()) return true;
-    kube::Json& replica_statuses = status["replicaStatuses"];
-    if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
     auto recreations = [&](ReplicaType t) -> int {
-      const std::string type_name = api::ReplicaTypeName(t);
-      return static_cast<int>(kube::IntAt(replica_statuses, {type_name, "restarts"}, 0));
+      auto it = status.replica_statuses.find(t);
+      return it == status.replica_statuses.end() ? 0 : it->second.restarts;
     };
     int total_restarts = 0;
     for (const auto& [type, spec] : job.spec.replica_specs) total_restarts += recreations(type);
-    for (const auto& [k, pod] : pods) total_restarts += ContainerRestarts(*pod);
-    const int previous = static_cast<int>(kube::IntAt(status, {"restartCount"}, 0));
+    for (const auto& [k, pod] : objects.pods) total_restarts += ContainerRestarts(*pod);
+    const int previous = status.restart_count.value_or(0);
     if (total_restarts > previous) {
       for (int i = previous; i < total_restarts; ++i) d.metrics->JobRestarted(ns);
       restarting = true;  // in-place container restarts (OnFailure/Always)
     }
-    status["restartCount"] = std::max(previous, total_restarts);
-    std::vector<FailedReplica> failed;
-    std::vector<ObjectPtr> failed_pods;
-    std::vector<bool> force;  // of failed_pods: a lost node's pod
-    const std::optional<absl::Duration> node_lost_timeout = NodeLostTimeout();
-    // The uid of the pod lastFailure names (a deleting pod is decided once).
-    const std::string last_uid = kube::StringAt(status, {"lastFailure", "podUID"});
-    for (const auto& [k, pod] : pods) {
-      FailedReplica f;
-      std::tie(f.type, f.index) = k;
-      f.pod_name = kube::Name(*pod);
-      f.pod_uid = kube::Uid(*pod);
-      f.policy = job.Find(f.type)->Restart();
-      if (kube::IsBeingDeleted(*pod)) {
-        // Deleted by the control plane for a disruption (the scheduler's
-        // preemption, an eviction, the taint manager), said by its
-        // DisruptionTarget condition: decided once (lastFailure keeps the
-        // pod's uid), and recreated once it is gone.
-        const PodFailure p = ClassifyFailedPod(*pod);
-        if (!api::IsDisruption(p.reason) || !HasDisruptionTarget(*pod)) continue;
-        if (last_uid == f.pod_uid) continue;
-        SetFailureFields(f, p);
-        f.deleting = true;
-        f.state = "is being deleted by the control plane";
-        failed.push_back(std::move(f));
-        failed_pods.push_back(pod);
-        force.push_back(false);
-        continue;
+    status.restart_count = std::max(previous, total_restarts);
+    FailedReplicas found =
+        FindFailedReplicas(job, objects.pods, status, d.nodes, NodeLostTimeout(), now);
+    if (found.wait) Requeue(*found.wait);
+    for (const FailedReplica& f : found.stuck) {
+      if (RecordLastFailure(f)) {
+        d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
+        Event(kEventWarning, api::FailureReasonName(f.reason), DescribeFailure(f));
       }
-      if (node_lost_timeout) {
-        const std::string node_name = kube::StringAt(*pod, {"spec", "nodeName"});
-        const ObjectPtr node = node_name.empty() ? nullptr : d.nodes->Get(node_name);
-        const NodeLossCheck check = CheckNodeLoss(*pod, node.get(), *node_lost_timeout, now);
-        if (check.wait) Requeue(*check.wait);
-        if (check.lost) {
-          SetFailureFields(f, *check.lost);
-          f.state = "was lost with its node";
-          failed.push_back(std::move(f));
-          failed_pods.push_back(pod);
-          force.push_back(true);
-          continue;
-        }
-      }
-      if (PodPhase(*pod) != "Failed") {
-        // A container that waits for what will not come by itself (an
-        // image, a Secret) is reported, once, but left to the kubelet.
-        if (std::optional<PodFailure> stuck = StuckPodFailure(*pod)) {
-          SetFailureFields(f, *stuck);
-          if (RecordLastFailure(f)) {
-            d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
-            Event(kEventWarning, api::FailureReasonName(f.reason), DescribeFailure(f));
-          }
-        }
-        continue;
-      }
-      SetFailureFields(f, ClassifyFailedPod(*pod));
-      failed.push_back(std::move(f));
-      failed_pods.push_back(pod);
-      force.push_back(false);
     }
-    const int disruptions = static_cast<int>(kube::IntAt(status, {"disruptionCount"}, 0));
+    const std::vector<FailedReplica>& failed = found.failed;
+    const std::vector<ObjectPtr>& failed_pods = found.pods;
+    const std::vector<bool>& force = found.force;
+    const int disruptions = status.disruption_count.value_or(0);
     const FailureDecision decision =
         DecideFailures(name, job.spec.run_policy, total_restarts, disruptions, failed);
     for (size_t i : decision.disrupted) {
       const FailedReplica& f = failed[i];
-      const int64_t count = kube::IntAt(status, {"disruptionCount"}, 0) + 1;
-      status["disruptionCount"] = count;
+      const int32_t count = status.disruption_count.value_or(0) + 1;
+      status.disruption_count = count;
       RecordLastFailure(f);
       d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
       Event(kEventWarning, api::FailureReasonName(f.reason),
@@ -457,12 +317,8 @@ struct Reconciler::Pass {
     }
     for (size_t i : decision.restart) {
       const FailedReplica& f = failed[i];
-      // Typed reads (IntAt): `rs.value(...)` threw on a null rs here,
-      // since C++17 evaluates the right side of `=` first.
-      kube::Json& rs = replica_statuses[api::ReplicaTypeName(f.type)];
-      if (!rs.is_object()) rs = kube::Json::object();
-      rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
-      status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
+      ++status.replica_statuses[f.type].restarts;
+      status.restart_count = status.restart_count.value_or(0) + 1;
       d.metrics->JobRestarted(ns);
       RecordLastFailure(f);
       d.metrics->ReplicaFailed(ns, api::FailureReasonName(f.reason));
@@ -528,16 +384,14 @@ struct Reconciler::Pass {
     OnWritten([this, message] {
       Event(kEventWarning, "Stalled", message + "; restarting the replicas behind");
     });
-    for (const auto& [k, pod] : pods) {
+    for (const auto& [k, pod] : objects.pods) {
       if (kube::IsBeingDeleted(*pod)) continue;
       if (std::find(stall->pods.begin(), stall->pods.end(), kube::Name(*pod)) ==
           stall->pods.end()) {
         continue;
       }
-      kube::Json& rs = status["replicaStatuses"][api::ReplicaTypeName(k.first)];
-      if (!rs.is_object()) rs = kube::Json::object();
-      rs["restarts"] = kube::IntAt(rs, {"restarts"}, 0) + 1;
-      status["restartCount"] = kube::IntAt(status, {"restartCount"}, 0) + 1;
+      ++status.replica_statuses[k.first].restarts;
+      status.restart_count = status.restart_count.value_or(0) + 1;
       d.metrics->JobRestarted(ns);
       PlanDeletePod(pod, " (stalled)");
     }
@@ -563,7 +417,7 @@ struct Reconciler::Pass {
     SchedulingCheck check;
     if (rp.scheduling_timeout_seconds.value_or(0) > 0) {
       std::vector<ReplicaPod> replicas;
-      for (const auto& [k, pod] : pods) {
+      for (const auto& [k, pod] : objects.pods) {
         replicas.push_back(
             ReplicaPod{absl::StrCat(api::ReplicaTypeLower(k.first), "-", k.second), pod.get()});
       }
@@ -600,14 +454,6 @@ struct Reconciler::Pass {
     return true;
   }
 
-  static void SetFailureFields(FailedReplica& f, const PodFailure& p) {
-    f.exit = p.exit;
-    f.detail = p.detail;
-    f.reason = p.reason;
-    f.node = p.node;
-    f.message = p.message;
-  }
-
   // This pass restarts (or recreates) `f`: the Restarting condition says why.
   void NoteRestart(const FailedReplica& f) {
     restarting = true;
@@ -619,24 +465,7 @@ struct Reconciler::Pass {
   // time). False when it already holds this pod's failure for this reason
   // (so a pod stuck for many passes is reported once).
   bool RecordLastFailure(const FailedReplica& f) {
-    kube::Json& last = status["lastFailure"];
-    if (last.is_object() && kube::StringAt(last, {"pod"}) == f.pod_name &&
-        kube::StringAt(last, {"reason"}) == api::FailureReasonName(f.reason) &&
-        (f.pod_uid.empty() || kube::StringAt(last, {"podUID"}).empty() ||
-         kube::StringAt(last, {"podUID"}) == f.pod_uid)) {
-      return false;
-    }
-    last = kube::Json::object();
-    last["replicaType"] = api::ReplicaTypeName(f.type);
-    last["replicaIndex"] = f.index;
-    last["pod"] = f.pod_name;
-    if (!f.pod_uid.empty()) last["podUID"] = f.pod_uid;
-    last["node"] = f.node;
-    if (f.state.empty()) last["exitCode"] = f.exit.EffectiveCode();
-    last["reason"] = api::FailureReasonName(f.reason);
-    last["message"] = f.message;
-    last["time"] = now_str;
-    return true;
+    return controller::RecordLastFailure(status, f, now_str);
   }
 
   // The job's token Secret, created just before pods that read it. The
@@ -686,52 +515,46 @@ struct Reconciler::Pass {
         return absl::OkStatus();
       };
     };
-    if (job.spec.service_mode == api::ServiceMode::kPerJob) {
-      if (job_service == nullptr && ServicesSettled()) {
-        expected_services = {name};
-        service_creates.push_back(
-            create_service(name, [this] { return BuildJobService(job, job_json); }));
-      }
-    } else if (ServicesSettled()) {
-      for (const auto& [type, spec] : job.spec.replica_specs) {
-        for (int i = 0; i < spec.Replicas(); ++i) {
-          if (services.count({type, i})) continue;
-          std::string svc_name = api::ReplicaName(job, type, i);
-          expected_services.insert(svc_name);
-          service_creates.push_back(create_service(
-              svc_name, [this, type, i] { return BuildService(job, job_json, type, i); }));
+    if (ServicesSettled()) {
+      for (const ServiceToCreate& svc : MissingServices(job, objects)) {
+        expected_services.insert(svc.name);
+        if (!svc.replica) {
+          service_creates.push_back(
+              create_service(svc.name, [this] { return BuildJobService(job, job_json); }));
+          continue;
         }
+        const ReplicaType type = svc.replica->first;
+        const int i = svc.replica->second;
+        service_creates.push_back(create_service(
+            svc.name, [this, type, i] { return BuildService(job, job_json, type, i); }));
       }
     }
     d.expectations->ExpectCreations(svc_key, expected_services);
     if (PodsSettled()) {
-      for (const auto& [type, spec] : job.spec.replica_specs) {
-        for (int i = 0; i < spec.Replicas(); ++i) {
-          if (pods.count({type, i})) continue;
-          if (Completed(type, i)) continue;  // a completed replica is never run again
-          std::string pod_name = api::ReplicaName(job, type, i);
-          expected_pods.insert(pod_name);
-          pod_creates.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
-            absl::StatusOr<kube::Json> created =
-                d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
-            if (!created.ok()) {
-              d.expectations->CreationObserved(pod_key, pod_name);
-              if (absl::IsAlreadyExists(created.status())) return absl::OkStatus();
-              Event(
-                  kEventWarning, "FailedCreatePod",
+      for (const PodToCreate& missing : MissingPods(job, objects.pods, status)) {
+        const ReplicaType type = missing.replica.first;
+        const int i = missing.replica.second;
+        const std::string pod_name = missing.name;
+        expected_pods.insert(pod_name);
+        pod_creates.push_back([this, type, i, pod_name, pod_key]() -> absl::Status {
+          absl::StatusOr<kube::Json> created =
+              d.client->Create(kube::kPods, ns, BuildPod(job, job_json, type, i, d.build));
+          if (!created.ok()) {
+            d.expectations->CreationObserved(pod_key, pod_name);
+            if (absl::IsAlreadyExists(created.status())) return absl::OkStatus();
+            Event(kEventWarning, "FailedCreatePod",
                   absl::StrCat("Error creating pod ", pod_name, ": ", created.status().message()));
-              return created.status();
-            }
-            d.metrics->PodCreated(ns);
-            Created(&created_pods, pod_name);
-            return absl::OkStatus();
-          });
-        }
+            return created.status();
+          }
+          d.metrics->PodCreated(ns);
+          Created(&created_pods, pod_name);
+          return absl::OkStatus();
+        });
       }
       d.expectations->ExpectCreations(pod_key, expected_pods);
       if (!expected_pods.empty()) PlanSecret();
-      for (const ObjectPtr& pod : stray_pods) {
-        if (!kube::IsBeingDeleted(*pod)) PlanDeletePod(pod, " (replicas scaled down)");
+      for (const ObjectPtr& pod : StrayPodsToDelete(objects)) {
+        PlanDeletePod(pod, " (replicas scaled down)");
       }
     }
   }
@@ -747,7 +570,7 @@ struct Reconciler::Pass {
         // Services and pods are two slow-start sequences run side by side:
         // a job's creates take the rounds of its pods (1, 2, 1 for four),
         // not of its pods and Services one after the other (1, 2, 4, 1).
-        Note(RunSideBySide(service_creates, pod_creates, d.max_parallel_creates));
+        Note(RunSlowStartSideBySide(service_creates, pod_creates, d.max_parallel_creates));
       } else {
         // Not attempted: nothing will be observed.
         for (const std::string& n : expected_services) {
@@ -781,84 +604,11 @@ struct Reconciler::Pass {
     absl::MutexLock lock(&created_mu);
     names->insert(name);
   }
-  // Indexes of `type` that have succeeded: recorded in status so a
-  // completed replica whose pod is later deleted is never run again.
-  std::set<int> CompletedIndexes(ReplicaType type) const {
-    std::set<int> out;
-    const std::string type_name = api::ReplicaTypeName(type);
-    if (!status.contains("replicaStatuses") || !status["replicaStatuses"].is_object() ||
-        !status["replicaStatuses"].contains(type_name)) {
-      return out;
-    }
-    const kube::Json& rs = status["replicaStatuses"][type_name];
-    if (!rs.is_object() || !rs.contains("completedIndexes") || !rs["completedIndexes"].is_array()) {
-      return out;
-    }
-    for (const kube::Json& i : rs["completedIndexes"]) {
-      if (i.is_number_integer()) out.insert(i.get<int>());
-    }
-    return out;
-  }
-
-  bool Completed(ReplicaType type, int index) const {
-    auto it = pods.find({type, index});
-    if (it != pods.end() && PodPhase(*it->second) == "Succeeded") return true;
-    return CompletedIndexes(type).count(index) > 0;
-  }
-
-  void ComputeReplicaStatuses() {
-    kube::Json& replica_statuses = status["replicaStatuses"];
-    if (!replica_statuses.is_object()) replica_statuses = kube::Json::object();
-    for (const auto& [type, spec] : job.spec.replica_specs) {
-      int active = 0, ready = 0, failed = 0;
-      std::set<int> completed = CompletedIndexes(type);
-      for (int i = 0; i < spec.Replicas(); ++i) {
-        auto it = pods.find({type, i});
-        if (it == pods.end()) continue;
-        const kube::Json& pod = *it->second;
-        std::string phase = PodPhase(pod);
-        if (phase == "Succeeded") {
-          completed.insert(i);
-        } else if (phase == "Failed") {
-          ++failed;
-        } else if (!kube::IsBeingDeleted(pod)) {
-          ++active;
-          if (PodReady(pod)) ++ready;
-        }
-      }
-      kube::Json& rs = replica_statuses[api::ReplicaTypeName(type)];
-      const int64_t restarts = kube::IntAt(rs, {"restarts"}, 0);
-      rs = {{"active", active},
-            {"ready", ready},
-            {"succeeded", static_cast<int>(completed.size())},
-            {"failed", failed},
-            {"restarts", restarts},
-            {"selector", absl::StrCat(api::kLabelJobName, "=", name, ",", api::kLabelReplicaType,
-                                      "=", api::ReplicaTypeLower(type))}};
-      if (!completed.empty()) rs["completedIndexes"] = completed;
-    }
-  }
+  void ComputeReplicaStatuses() { controller::ComputeReplicaStatuses(job, objects.pods, status); }
 
   // Success policy, Restarting and Running (job_phase.h decides).
   void DecidePhase() {
-    std::vector<api::ReplicaState> states;
-    for (const auto& [type, spec] : job.spec.replica_specs) {
-      for (int i = 0; i < spec.Replicas(); ++i) {
-        api::ReplicaState state;
-        state.type = type;
-        state.index = i;
-        state.name = api::ReplicaName(job, type, i);
-        auto it = pods.find({type, i});
-        const bool has_pod = it != pods.end();
-        state.phase = ReplicaPhaseOf(has_pod ? PodPhase(*it->second) : "",
-                                     has_pod && kube::IsBeingDeleted(*it->second),
-                                     !has_pod && Completed(type, i));
-        if (state.phase == api::ReplicaPhase::kSucceeded) {
-          state.last_exit = api::ReplicaExit::Code(0);
-        }
-        states.push_back(state);
-      }
-    }
+    const std::vector<api::ReplicaState> states = ReplicaStates(job, objects.pods, status);
     const PhaseDecision decision = controller::DecidePhase(job, states, restarting);
     switch (decision.kind) {
       case PhaseDecision::Kind::kSucceeded:
@@ -887,9 +637,9 @@ struct Reconciler::Pass {
   // the key is requeued and recomputed from the updated cache.
   // Dispatch has dropped the write when the status did not change.
   absl::Status WriteStatus() {
-    status["lastReconcileTime"] = now_str;
+    status.last_reconcile_time = now_str;
     kube::Json object = job_json;
-    object["status"] = status;
+    object["status"] = api::StatusToJson(status);
     absl::StatusOr<kube::Json> written = d.client->UpdateStatus(kube::kTrainingJobs, object);
     if (written.ok()) {
       if (d.job_written) d.job_written(*written);
@@ -938,9 +688,16 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
   p.uid = kube::Uid(p.job_json);
   p.now = absl::FromUnixMicros(deps_.clock->UnixMicros());
   p.now_str = kube::FormatTime(absl::ToUnixMicros(p.now));
-  p.status = p.job_json.contains("status") && p.job_json["status"].is_object()
-                 ? p.job_json["status"]
-                 : kube::Json::object();
+  // The stored status, typed; one the schema let through but that does not
+  // read (a value only this operator writes, edited by hand) fails the pass.
+  auto stored = p.job_json.find("status");
+  absl::StatusOr<api::JobStatus> status =
+      api::StatusFromJson(stored == p.job_json.end() ? kube::Json() : *stored);
+  if (!status.ok()) {
+    return absl::Status(status.status().code(),
+                        absl::StrCat(job_key, ": ", status.status().message()));
+  }
+  p.status = *std::move(status);
   p.original_status = p.status;
 
   absl::StatusOr<api::TrainingJob> parsed = api::FromJson(p.job_json);
@@ -971,11 +728,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     if (p.HandleTtl()) return Dispatch(pass, ReconcileResult{});
   } else if (p.job.spec.run_policy.suspend) {
     // Suspend: running pods go, the job stays; resume recreates them.
-    for (const auto& [k, pod] : p.pods) {
-      std::string phase = PodPhase(*pod);
-      if (!kube::IsBeingDeleted(*pod) && phase != "Succeeded") {
-        p.PlanDeletePod(pod, " (job suspended)");
-      }
+    for (const ObjectPtr& pod : PodsToSuspend(p.objects.pods)) {
+      p.PlanDeletePod(pod, " (job suspended)");
     }
     if (!IsConditionTrue(p.status, kCondSuspended)) {
       p.OnWritten([&p] {
@@ -985,7 +739,7 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     SetCondition(p.status, kCondSuspended, true, "JobSuspended",
                  absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
     SetCondition(p.status, kCondRunning, false, "JobSuspended", "", p.now_str);
-    p.status.erase("startTime");
+    p.status.start_time.clear();
     p.ComputeReplicaStatuses();
   } else {
     if (IsConditionTrue(p.status, kCondSuspended)) {
@@ -995,8 +749,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
         p.Event(kEventNormal, "Resumed", absl::StrCat("TrainingJob ", p.name, " is resumed."));
       });
     }
-    if (!p.status.contains("startTime")) p.status["startTime"] = p.now_str;
-    std::optional<int64_t> start_us = kube::ParseTimeMicros(p.status.value("startTime", ""));
+    if (p.status.start_time.empty()) p.status.start_time = p.now_str;
+    std::optional<int64_t> start_us = kube::ParseTimeMicros(p.status.start_time);
     absl::Time start = start_us ? absl::FromUnixMicros(*start_us) : p.now;
     const TimeLimit deadline = ActiveDeadline(p.job.spec.run_policy, start, p.now);
     if (deadline.passed) {
@@ -1051,11 +805,8 @@ absl::StatusOr<ReconcileResult> Reconciler::Dispatch(const std::shared_ptr<Pass>
   // The pass lives on in the plan until its requests are done; the cached
   // objects it decided from are not needed for them: let the caches' newer
   // versions replace them while the plan waits for a thread.
-  p.original_status = kube::Json();
-  p.pods.clear();
-  p.services.clear();
-  p.stray_pods.clear();
-  p.job_service = nullptr;
+  p.original_status = api::JobStatus{};
+  p.objects = JobObjects{};
   absl::Status submitted = deps_.runner->Submit(p.key, [pass] { return pass->Act(); });
   if (!submitted.ok()) return submitted;
   result.acting = true;

@@ -9,9 +9,16 @@
 // must run again (deadline, TTL) even if nothing else happens. It never trusts an event payload:
 // everything comes from the caches and the API.
 //
-// Pod status is read by pod_status.h, failures decided by failure_policy.h,
-// phase, deadline, TTL and which status writes may wait by job_phase.h (pure
-// functions, tested alone); the pass itself orchestrates and acts.
+// A pass observes, plans, acts and writes status. Observe: the job's pods
+// and Services by replica (job_objects.h) and its status, typed
+// (api/job_status.h). Plan, with pure functions tested alone: which pods to
+// create, clean up or stop (pod_planner.h), which Services (service_planner.h),
+// which replicas failed (failed_replicas.h) and what the failure policy does
+// about them (failure_policy.h), pod status readings (pod_status.h), phase,
+// deadline, TTL and which status writes may wait (job_phase.h), conditions
+// (job_status.h), replica counts and lastFailure (status_planner.h). The
+// pass itself orchestrates: it records expectations, events and metrics,
+// and acts.
 //
 // Pod failure policy, in one place (ApplyFailurePolicy):
 //   OnFailure/Always: the kubelet restarts containers in place; their
@@ -98,6 +105,8 @@ class Reconciler {
   // The Reconcile contract (as controller-runtime's reconcile.Reconciler):
   //   - `job_key` is "<namespace>/<name>"; a job missing from the cache or
   //     being deleted is OK with nothing to do (its expectations are dropped);
+  //   - a stored status that does not read (api::StatusFromJson: a field of
+  //     the wrong type) is an InvalidArgument error naming the field;
   //   - an error means "this pass did not finish; run it again": the caller
   //     requeues the key with rate-limited backoff (a Conflict is a stale
   //     cache, retried quietly). What the pass did before the error is never

@@ -172,9 +172,11 @@ struct TrainingJobController::Impl {
       try {
         std::map<std::pair<std::string, std::string>, int> phases;
         for (const kube::ObjectPtr& job : jobs->cache().List()) {
-          const kube::Json& status =
-              job->contains("status") ? (*job)["status"] : kube::Json::object();
-          std::string phase = Phase(status);
+          auto status_json = job->find("status");
+          if (status_json == job->end()) continue;
+          absl::StatusOr<api::JobStatus> status = api::StatusFromJson(*status_json);
+          if (!status.ok()) continue;  // the reconciler reports it
+          const std::string phase = api::Phase(*status);
           if (!phase.empty()) ++phases[{kube::Namespace(*job), phase}];
         }
         metrics->SetJobPhases(phases);

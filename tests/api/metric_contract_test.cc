@@ -80,8 +80,7 @@ TEST(MetricContractTest, OperatorReadsWhatTheRuntimeWrites) {
     m.SetTrainingWindow(/*loss=*/0.5, /*accuracy=*/0.75, /*samples_per_second=*/123, 0.1);
     m.SetEvaluation(/*loss=*/0.25, /*accuracy=*/0.875);
   });
-  const controller::TrainingProgress progress =
-      controller::ProgressFromMetrics(chief.page, chief.pod, "contract");
+  const api::Progress progress = controller::ProgressFromMetrics(chief.page, chief.pod, "contract");
   EXPECT_EQ(progress.step, 42);
   EXPECT_EQ(progress.total_steps, 100);
   EXPECT_EQ(progress.loss, 0.5);

@@ -132,7 +132,10 @@ TEST(TrainingJobTest, ParsesEveryField) {
 TEST(TrainingJobTest, JsonRoundTrip) {
   absl::StatusOr<TrainingJob> job = ParseTrainingJob(kFullJob, "job.yaml");
   ASSERT_TRUE(job.ok()) << job.status();
-  job->status = json{{"conditions", json::array({{{"type", "Created"}, {"status", "True"}}})}};
+  JobStatus status;
+  status.conditions.push_back(Condition{kCondCreated, ConditionStatus::kTrue, "TrainingJobCreated",
+                                        "", "2026-11-22T00:00:00Z", "2026-11-22T00:00:00Z"});
+  job->status = status;
   const json j = ToJson(*job);
   EXPECT_EQ(j["spec"]["replicaSpecs"]["Worker"]["restartPolicy"], "ExitCode");
   EXPECT_EQ(j["spec"]["successPolicy"], "AllWorkers");

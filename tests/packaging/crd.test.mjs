@@ -102,6 +102,29 @@ test('the schema declares exactly the fields the operator reads', () => {
   assert.deepEqual(unread, [], 'fields the CRD declares under spec but the operator never reads')
 })
 
+// Keys the typed status (api/job_status.cc) reads and writes: the literal in
+// every Get*(obj, "key", ...), find("key"), {"key", ...} and out["key"].
+function statusCodeKeys() {
+  const src = readFileSync(join(ROOT, 'api/job_status.cc'), 'utf8')
+  const keys = new Set()
+  for (const re of [/\bGet\w*(?:<\w+>)?\(\s*\w+,\s*"(\w+)"/g, /(?:\.|->)find\("(\w+)"\)/g,
+    /\{"(\w+)",/g, /\bout\["(\w+)"\]/g]) {
+    for (const m of src.matchAll(re)) keys.add(m[1])
+  }
+  return keys
+}
+
+test('the status schema declares exactly the fields api/job_status.cc reads and writes', () => {
+  const code = statusCodeKeys()
+  assert.ok(code.size > 20, `found only ${code.size} keys in api/job_status.cc: has its style changed?`)
+  const declared = schemaKeys(schema.properties.status)
+  assert.deepEqual([...code].filter((k) => !declared.has(k)), [], 'status fields the operator uses but the CRD does not declare')
+  assert.deepEqual([...declared].filter((k) => !code.has(k)), [], 'status fields the CRD declares but api/job_status.cc does not know')
+  const h = readFileSync(join(ROOT, 'api/job_status.h'), 'utf8')
+  const conditionTypes = [...h.matchAll(/inline constexpr char kCond\w+\[\] = "(\w+)";/g)].map((m) => m[1])
+  assert.deepEqual(schema.properties.status.properties.conditions.items.properties.type.enum, conditionTypes)
+})
+
 test('defaults and enums agree with api/training_job.h', () => {
   const h = readFileSync(join(ROOT, 'api/training_job.h'), 'utf8')
   const rs = schema.properties.spec.properties.replicaSpecs.additionalProperties.properties
@@ -119,7 +142,8 @@ test('defaults and enums agree with api/training_job.h', () => {
   assert.deepEqual(schema.properties.spec.properties.serviceMode.enum, modes)
   assert.equal(schema.properties.spec.properties.serviceMode.default, 'PerReplica')
   assert.match(h, /ServiceMode service_mode = ServiceMode::kPerReplica;/)
-  const types = [...h.match(/enum class ReplicaType \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1])
+  const replicaTypes = readFileSync(join(ROOT, 'api/replica_type.h'), 'utf8')
+  const types = [...replicaTypes.match(/enum class ReplicaType \{([^}]*)\}/)[1].matchAll(/k(\w+)/g)].map((m) => m[1])
   const keysRule = schema.properties.spec.properties.replicaSpecs['x-kubernetes-validations'][0].rule
   assert.deepEqual([...keysRule.matchAll(/'(\w+)'/g)].map((m) => m[1]), types)
 })
@@ -208,12 +232,12 @@ test('replicaSpecs are immutable while Running, except Worker replicas', () => {
 // too), with each variable mapped to where it sits in the status. A variable
 // not in the map fails the test: say where it writes.
 const STATUS_WRITERS = {
-  'operator/controller/reconciler.cc': {
-    status: 'status', 'p.status': 'status', object: '', replica_statuses: 'status.replicaStatuses',
-    rs: 'status.replicaStatuses.*', last: 'status.lastFailure',
+  'api/job_status.cc': {
+    out: 'status', condition: 'status.conditions[]', replica: 'status.replicaStatuses.*',
+    failure: 'status.lastFailure', progress: 'status.progress',
   },
-  'operator/controller/progress_poller.cc': {out: 'status.progress', progress: 'status.progress', patch: ''},
-  'operator/controller/job_status.cc': {status: 'status', updated: 'status.conditions[]', c: 'status.conditions[]'},
+  'operator/controller/reconciler.cc': {object: ''},
+  'operator/controller/progress_poller.cc': {progress: 'status.progress', patch: ''},
 }
 
 // The keys of a brace-init list `{{"k", v}, {"k2", {{"n", w}}}}` starting at

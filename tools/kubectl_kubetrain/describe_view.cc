@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -37,20 +38,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows, const std::
   return out;
 }
 
-const json& At(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return absl::StrCat(v.get<int64_t>());
-  if (v.is_number()) return absl::StrFormat("%.4g", v.get<double>());
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  return "";
-}
+// A metric as kubectl shows a number: four significant digits.
+std::string Number(double v) { return absl::StrFormat("%.4g", v); }
 
 std::string Age(const std::string& time, int64_t now) {
   std::optional<int64_t> t = kube::ParseTimeMicros(time);
@@ -105,7 +94,7 @@ std::vector<json> JobEvents(const json& job, const std::vector<json>& pods,
 
 std::string RenderDescribe(const DescribeInput& in) {
   const json& job = in.job;
-  const json& status = At(job, "status");
+  const api::JobStatus status = JobStatusOf(job);
   const int64_t now = in.now_unix_micros;
   std::string out;
   absl::StrAppend(&out, "Name:         ", kube::Name(job), "\n");
@@ -113,80 +102,71 @@ std::string RenderDescribe(const DescribeInput& in) {
   absl::StrAppend(&out, "Phase:        ", JobPhase(job), "\n");
   absl::StrAppend(&out, "Created:      ",
                   When(kube::StringAt(job, {"metadata", "creationTimestamp"}), now), "\n");
-  absl::StrAppend(&out, "Started:      ", When(kube::StringAt(status, {"startTime"}), now), "\n");
-  if (status.contains("completionTime")) {
-    absl::StrAppend(&out, "Completed:    ", When(kube::StringAt(status, {"completionTime"}), now),
-                    "\n");
+  absl::StrAppend(&out, "Started:      ", When(status.start_time, now), "\n");
+  if (!status.completion_time.empty()) {
+    absl::StrAppend(&out, "Completed:    ", When(status.completion_time, now), "\n");
   }
-  absl::StrAppend(&out, "Restarts:     ", kube::IntAt(status, {"restartCount"}, 0),
-                  "   Disruptions: ", kube::IntAt(status, {"disruptionCount"}, 0), "\n");
+  absl::StrAppend(&out, "Restarts:     ", status.restart_count.value_or(0),
+                  "   Disruptions: ", status.disruption_count.value_or(0), "\n");
 
   out += "Conditions:\n";
-  const json& conditions = At(status, "conditions");
-  if (conditions.is_array() && !conditions.empty()) {
+  if (!status.conditions.empty()) {
     std::vector<std::vector<std::string>> rows = {{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}};
-    for (const json& c : conditions) {
-      rows.push_back({kube::StringAt(c, {"type"}), kube::StringAt(c, {"status"}),
-                      kube::StringAt(c, {"reason"}),
-                      Age(kube::StringAt(c, {"lastTransitionTime"}), now),
-                      kube::StringAt(c, {"message"})});
+    for (const api::Condition& c : status.conditions) {
+      rows.push_back({c.type, api::ConditionStatusName(c.status), c.reason,
+                      Age(c.last_transition_time, now), c.message});
     }
     out += Table(rows, "  ");
   } else {
     out += "  <none>\n";
   }
 
-  const json& failure = At(status, "lastFailure");
-  if (failure.is_object() && !failure.empty()) {
+  if (status.last_failure) {
+    const api::LastFailure& failure = *status.last_failure;
     out += "Last failure:\n";
-    std::string replica = kube::StringAt(failure, {"replicaType"});
-    ReplicaRef ref{replica, static_cast<int>(kube::IntAt(failure, {"replicaIndex"}, 0))};
-    for (char& ch : ref.type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const ReplicaRef ref{api::ReplicaTypeLower(failure.replica_type), failure.replica_index};
     std::vector<std::vector<std::string>> rows = {
-        {"Replica:", replica.empty() ? "-" : ReplicaName(ref)},
-        {"Pod:", kube::StringAt(failure, {"pod"})},
-        {"Node:", kube::StringAt(failure, {"node"})},
-        {"Exit code:", Text(At(failure, "exitCode"))},
-        {"Reason:", kube::StringAt(failure, {"reason"})},
-        {"Message:", kube::StringAt(failure, {"message"})},
-        {"Time:", When(kube::StringAt(failure, {"time"}), now)}};
+        {"Replica:", ReplicaName(ref)},
+        {"Pod:", failure.pod},
+        {"Node:", failure.node},
+        {"Exit code:", failure.exit_code ? absl::StrCat(*failure.exit_code) : ""},
+        {"Reason:", failure.reason},
+        {"Message:", failure.message},
+        {"Time:", When(failure.time, now)}};
     out += Table(rows, "  ");
   }
 
   out += "Replicas:\n";
-  const json& replicas = At(status, "replicaStatuses");
-  if (replicas.is_object() && !replicas.empty()) {
+  if (!status.replica_statuses.empty()) {
     std::vector<std::vector<std::string>> rows = {
         {"TYPE", "ACTIVE", "READY", "SUCCEEDED", "FAILED", "RESTARTS"}};
-    for (const auto& [type, counts] : replicas.items()) {
-      std::vector<std::string> row = {type};
-      for (const char* key : {"active", "ready", "succeeded", "failed", "restarts"}) {
-        row.push_back(absl::StrCat(kube::IntAt(counts, {key}, 0)));
-      }
-      rows.push_back(std::move(row));
+    // By name, as the status JSON lists them.
+    std::map<std::string, const api::ReplicaStatus*> by_name;
+    for (const auto& [type, rs] : status.replica_statuses) {
+      by_name[api::ReplicaTypeName(type)] = &rs;
+    }
+    for (const auto& [type, rs] : by_name) {
+      rows.push_back({type, absl::StrCat(rs->active), absl::StrCat(rs->ready),
+                      absl::StrCat(rs->succeeded), absl::StrCat(rs->failed),
+                      absl::StrCat(rs->restarts)});
     }
     out += Table(rows, "  ");
   } else {
     out += "  <none>\n";
   }
 
-  const json& progress = At(status, "progress");
-  if (progress.is_object() && !progress.empty()) {
+  if (status.progress && !(*status.progress == api::Progress{})) {
+    const api::Progress& progress = *status.progress;
     std::string line = "Progress:     step ";
-    absl::StrAppend(&line, Text(At(progress, "step")).empty() ? "-" : Text(At(progress, "step")));
-    if (!At(progress, "totalSteps").is_null()) {
-      absl::StrAppend(&line, "/", Text(At(progress, "totalSteps")));
+    absl::StrAppend(&line, progress.step ? absl::StrCat(*progress.step) : "-");
+    if (progress.total_steps) absl::StrAppend(&line, "/", *progress.total_steps);
+    if (progress.loss) absl::StrAppend(&line, "  loss ", Number(*progress.loss));
+    if (progress.accuracy) absl::StrAppend(&line, "  accuracy ", Number(*progress.accuracy));
+    if (progress.samples_per_second) {
+      absl::StrAppend(&line, "  samples/s ", Number(*progress.samples_per_second));
     }
-    if (!At(progress, "loss").is_null()) absl::StrAppend(&line, "  loss ", Text(progress["loss"]));
-    if (!At(progress, "accuracy").is_null()) {
-      absl::StrAppend(&line, "  accuracy ", Text(progress["accuracy"]));
-    }
-    if (!At(progress, "samplesPerSecond").is_null()) {
-      absl::StrAppend(&line, "  samples/s ", Text(progress["samplesPerSecond"]));
-    }
-    if (progress.contains("updatedAt")) {
-      absl::StrAppend(&line, "  (updated ", Age(kube::StringAt(progress, {"updatedAt"}), now),
-                      " ago)");
+    if (!progress.updated_at.empty()) {
+      absl::StrAppend(&line, "  (updated ", Age(progress.updated_at, now), " ago)");
     }
     absl::StrAppend(&out, line, "\n");
   }

@@ -1,18 +1,18 @@
 #include "tools/kubectl_kubetrain/job_state.h"
 
-#include "operator/kube/object.h"
-
 namespace kubetrain::kubectl_plugin {
 
+api::JobStatus JobStatusOf(const nlohmann::json& job) {
+  if (!job.is_object()) return api::JobStatus{};
+  auto it = job.find("status");
+  if (it == job.end()) return api::JobStatus{};
+  absl::StatusOr<api::JobStatus> status = api::StatusFromJson(*it);
+  return status.ok() ? *std::move(status) : api::JobStatus{};
+}
+
 std::string JobPhase(const nlohmann::json& job) {
-  std::string phase = "Pending";
-  if (!job.is_object() || !job.contains("status") || !job["status"].is_object()) return phase;
-  auto conditions = job["status"].find("conditions");
-  if (conditions == job["status"].end() || !conditions->is_array()) return phase;
-  for (const nlohmann::json& c : *conditions) {
-    if (kube::StringAt(c, {"status"}) == "True") phase = kube::StringAt(c, {"type"});
-  }
-  return phase;
+  const std::string phase = api::Phase(JobStatusOf(job));
+  return phase.empty() ? "Pending" : phase;
 }
 
 bool JobFinished(const nlohmann::json& job) {

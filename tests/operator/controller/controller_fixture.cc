@@ -61,6 +61,32 @@ Json ControllerFixture::MakeJob(const std::string& name, int ps, int workers, co
   return job;
 }
 
+namespace {
+
+api::JobStatus Typed(const Json& status) {
+  absl::StatusOr<api::JobStatus> typed = api::StatusFromJson(status);
+  EXPECT_TRUE(typed.ok()) << typed.status() << ": " << status.dump();
+  return typed.ok() ? *std::move(typed) : api::JobStatus{};
+}
+
+}  // namespace
+
+const Json* FindCondition(const Json& status, const std::string& type) {
+  if (!status.is_object() || !status.contains("conditions")) return nullptr;
+  for (const Json& c : status["conditions"]) {
+    if (c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool IsConditionTrue(const Json& status, const std::string& type) {
+  return api::IsConditionTrue(Typed(status), type);
+}
+
+bool IsFinished(const Json& status) { return IsFinished(Typed(status)); }
+
+std::string Phase(const Json& status) { return api::Phase(Typed(status)); }
+
 Json ControllerFixture::CreateJob(const Json& job) {
   absl::StatusOr<Json> created = client().Create(kube::kTrainingJobs, ns(), job);
   EXPECT_TRUE(created.ok()) << created.status();

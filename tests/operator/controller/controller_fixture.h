@@ -25,6 +25,15 @@ namespace kubetrain::controller {
 
 using Json = nlohmann::json;
 
+// A job's status JSON as a client reads it: the condition object of `type`
+// (null when absent, found as kubectl's jsonpath would), and what the typed
+// status (api/job_status.h) read from that JSON says; JSON the typed status
+// cannot read fails the test.
+const Json* FindCondition(const Json& status, const std::string& type);
+bool IsConditionTrue(const Json& status, const std::string& type);
+bool IsFinished(const Json& status);
+std::string Phase(const Json& status);
+
 // Counts what the controller reports.
 class CountingMetrics final : public OperatorMetrics {
  public:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,29 @@ TEST_F(ControllerTest, PsWorkerJobRunsAndSucceeds) {
   status = Status("mnist");
   EXPECT_TRUE(status.contains("completionTime"));
   EXPECT_EQ((*Cond(status, kCondRunning))["status"], "False");
+  // What clients see: the fields the operator has always written, no more.
+  auto keys = [](const Json& object) {
+    std::set<std::string> out;
+    for (const auto& [k, v] : object.items()) out.insert(k);
+    return out;
+  };
+  EXPECT_EQ(keys(status),
+            (std::set<std::string>{"completionTime", "conditions", "lastReconcileTime",
+                                   "replicaStatuses", "restartCount", "startTime"}));
+  for (const Json& c : status["conditions"]) {
+    EXPECT_EQ(keys(c), (std::set<std::string>{"lastTransitionTime", "lastUpdateTime", "message",
+                                              "reason", "status", "type"}))
+        << c.dump();
+  }
+  EXPECT_EQ(
+      keys(status["replicaStatuses"]["PS"]),
+      (std::set<std::string>{"active", "failed", "ready", "restarts", "selector", "succeeded"}));
+  EXPECT_EQ(status["replicaStatuses"]["Worker"]["completedIndexes"], Json::array({0}));
+  EXPECT_EQ(status["restartCount"], 0);
+  // The typed status reads it and writes it back byte for byte.
+  absl::StatusOr<api::JobStatus> typed = api::StatusFromJson(status);
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(api::StatusToJson(*typed).dump(), status.dump());
   // cleanPodPolicy Running: the PS and the still-running worker go, the
   // completed worker stays.
   ASSERT_TRUE(WaitFor([&] { return Pods("mnist").size() == 1; }));

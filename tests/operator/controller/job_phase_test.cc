@@ -193,5 +193,41 @@ TEST(DecidePhase, AFailedReplicaFailsTheJobBeforeAnythingElse) {
   EXPECT_THAT(d.message, ::testing::HasSubstr("mnist-worker-1"));
 }
 
+api::JobStatus StatusOf(const char* json) {
+  absl::StatusOr<api::JobStatus> status = api::StatusFromJson(nlohmann::json::parse(json));
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() ? *status : api::JobStatus{};
+}
+
+// What a later pass recomputes from the caches anyway may wait while the
+// pass's creates are in flight; anything else is written at once.
+TEST(StatusWriteCanWait, OnlyObservedCountsWait) {
+  const api::JobStatus stored = StatusOf(R"({"restartCount": 0,
+      "replicaStatuses": {"Worker": {"active": 0, "ready": 0, "succeeded": 0, "failed": 0,
+                                     "restarts": 0, "selector": ""}}})");
+  // A new job's first counts: Created, startTime, active, ready, selector.
+  const api::JobStatus observed = StatusOf(R"({
+      "conditions": [{"type": "Created", "status": "True", "reason": "TrainingJobCreated"}],
+      "startTime": "2026-11-22T00:00:00Z", "lastReconcileTime": "2026-11-22T00:00:01Z",
+      "replicaStatuses": {"Worker": {"active": 2, "ready": 1, "selector": "s"},
+                          "PS": {"active": 1}}})");
+  EXPECT_TRUE(StatusWriteCanWait(stored, observed));
+  EXPECT_TRUE(StatusWriteCanWait(api::JobStatus{}, observed));
+
+  for (const char* lasting : {
+           R"({"conditions": [{"type": "Running", "status": "True"}]})",
+           R"({"restartCount": 1})",
+           R"({"disruptionCount": 1})",
+           R"({"completionTime": "2026-11-22T00:00:00Z"})",
+           R"({"replicaStatuses": {"Worker": {"succeeded": 1}}})",
+           R"({"replicaStatuses": {"Worker": {"failed": 1}}})",
+           R"({"replicaStatuses": {"Worker": {"restarts": 1}}})",
+           R"({"replicaStatuses": {"Worker": {"completedIndexes": [0]}}})",
+           R"({"lastFailure": {"pod": "p", "reason": "Error"}})",
+       }) {
+    EXPECT_FALSE(StatusWriteCanWait(stored, StatusOf(lasting))) << lasting;
+  }
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -15,29 +15,31 @@ constexpr char kT0[] = "2026-11-24T00:00:00Z";
 constexpr char kT1[] = "2026-11-24T00:00:01Z";
 constexpr char kT2[] = "2026-11-24T00:00:02Z";
 
-std::vector<std::string> Types(const Json& status) {
+using api::JobStatus;
+
+std::vector<std::string> Types(const JobStatus& status) {
   std::vector<std::string> out;
-  for (const Json& c : status["conditions"]) out.push_back(c["type"].get<std::string>());
+  for (const api::Condition& c : status.conditions) out.push_back(c.type);
   return out;
 }
 
-std::string StatusOf(const Json& status, const std::string& type) {
-  const Json* c = FindCondition(status, type);
-  return c == nullptr ? "absent" : (*c)["status"].get<std::string>();
+std::string StatusOf(const JobStatus& status, const std::string& type) {
+  const api::Condition* c = FindCondition(status, type);
+  return c == nullptr ? "absent" : api::ConditionStatusName(c->status);
 }
 
 TEST(JobStatusTest, EmptyStatusHasNoPhase) {
-  Json status;
+  JobStatus status;
   EXPECT_EQ(Phase(status), "");
   EXPECT_FALSE(IsFinished(status));
   EXPECT_EQ(FindCondition(status, kCondRunning), nullptr);
   // Turning off a condition that was never set writes nothing.
   SetCondition(status, kCondRunning, false, "X", "", kT0);
-  EXPECT_TRUE(status.is_null());
+  EXPECT_EQ(status, JobStatus{});
 }
 
 TEST(JobStatusTest, CreatedThenRunning) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondCreated, true, "JobCreated", "created", kT0);
   EXPECT_EQ(Phase(status), kCondCreated);
   SetCondition(status, kCondRunning, true, "JobRunning", "running", kT1);
@@ -48,34 +50,34 @@ TEST(JobStatusTest, CreatedThenRunning) {
 }
 
 TEST(JobStatusTest, RunningAndRestartingTurnEachOtherOff) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondRunning, true, "JobRunning", "", kT0);
   SetCondition(status, kCondRestarting, true, "JobRestarting", "worker-1 exited 137", kT1);
   EXPECT_EQ(Phase(status), kCondRestarting);
   EXPECT_EQ(StatusOf(status, kCondRunning), "False");
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["reason"], "JobRestarting");
+  EXPECT_EQ(FindCondition(status, kCondRunning)->reason, "JobRestarting");
   SetCondition(status, kCondRunning, true, "JobRunning", "", kT2);
   EXPECT_EQ(Phase(status), kCondRunning);
   EXPECT_EQ(StatusOf(status, kCondRestarting), "False");
-  EXPECT_EQ((*FindCondition(status, kCondRestarting))["reason"], "JobRunning");
+  EXPECT_EQ(FindCondition(status, kCondRestarting)->reason, "JobRunning");
   // The True condition moved to the end: the printer column shows it.
   EXPECT_EQ(Types(status).back(), kCondRunning);
 }
 
 TEST(JobStatusTest, SucceededEndsRunningAndRestarting) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondRunning, true, "JobRunning", "", kT0);
   SetCondition(status, kCondSucceeded, true, "JobSucceeded", "chief exited 0", kT1);
   EXPECT_EQ(Phase(status), kCondSucceeded);
   EXPECT_TRUE(IsFinished(status));
   EXPECT_EQ(StatusOf(status, kCondRunning), "False");
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["reason"], "JobSucceeded");
+  EXPECT_EQ(FindCondition(status, kCondRunning)->reason, "JobSucceeded");
   // Restarting was never set: it stays absent rather than appearing False.
   EXPECT_EQ(StatusOf(status, kCondRestarting), "absent");
 }
 
 TEST(JobStatusTest, FailedEndsRunningAndRestarting) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondRunning, true, "JobRunning", "", kT0);
   SetCondition(status, kCondRestarting, true, "JobRestarting", "", kT1);
   SetCondition(status, kCondFailed, true, "BackoffLimitExceeded", "3 restarts", kT2);
@@ -83,11 +85,11 @@ TEST(JobStatusTest, FailedEndsRunningAndRestarting) {
   EXPECT_TRUE(IsFinished(status));
   EXPECT_EQ(StatusOf(status, kCondRunning), "False");
   EXPECT_EQ(StatusOf(status, kCondRestarting), "False");
-  EXPECT_EQ((*FindCondition(status, kCondRestarting))["reason"], "JobFailed");
+  EXPECT_EQ(FindCondition(status, kCondRestarting)->reason, "JobFailed");
 }
 
 TEST(JobStatusTest, SuspendedAndResumed) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondRunning, true, "JobRunning", "", kT0);
   SetCondition(status, kCondSuspended, true, "JobSuspended", "", kT1);
   EXPECT_EQ(Phase(status), kCondSuspended);
@@ -98,19 +100,19 @@ TEST(JobStatusTest, SuspendedAndResumed) {
 }
 
 TEST(JobStatusTest, TransitionTimeMovesOnlyWhenTheStatusFlips) {
-  Json status;
+  JobStatus status;
   SetCondition(status, kCondRunning, true, "JobRunning", "a", kT0);
   // Same status, same reason and message: nothing changes.
   SetCondition(status, kCondRunning, true, "JobRunning", "a", kT1);
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["lastUpdateTime"], kT0);
+  EXPECT_EQ(FindCondition(status, kCondRunning)->last_update_time, kT0);
   // Same status, new message: updated, not transitioned.
   SetCondition(status, kCondRunning, true, "JobRunning", "b", kT1);
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["lastUpdateTime"], kT1);
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["lastTransitionTime"], kT0);
+  EXPECT_EQ(FindCondition(status, kCondRunning)->last_update_time, kT1);
+  EXPECT_EQ(FindCondition(status, kCondRunning)->last_transition_time, kT0);
   // Flipped: both move.
   SetCondition(status, kCondRunning, false, "JobRestarting", "", kT2);
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["lastTransitionTime"], kT2);
-  EXPECT_EQ((*FindCondition(status, kCondRunning))["lastUpdateTime"], kT2);
+  EXPECT_EQ(FindCondition(status, kCondRunning)->last_transition_time, kT2);
+  EXPECT_EQ(FindCondition(status, kCondRunning)->last_update_time, kT2);
   // One entry per type, whatever happened.
   EXPECT_EQ(Types(status), (std::vector<std::string>{kCondRunning}));
 }

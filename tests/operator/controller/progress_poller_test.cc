@@ -636,15 +636,15 @@ TEST(ProgressHelpersTest, ProgressFromMetricsMatchesTheReplicaLabels) {
       "kubetrain_eval_accuracy_ratio{replica_type=\"evaluator\"} 0.9\n"
       "kubetrain_samples_per_second{phase=\"compute\"} 12\n");
   ASSERT_TRUE(page.ok()) << page.status();
-  TrainingProgress progress = ProgressFromMetrics(*page, pod, "j");
+  api::Progress progress = ProgressFromMetrics(*page, pod, "j");
   EXPECT_EQ(progress.step, 4);
   EXPECT_EQ(progress.total_steps, std::nullopt);
   EXPECT_EQ(progress.loss, std::nullopt);      // not finite: omitted
   EXPECT_EQ(progress.accuracy, 0.5);           // the evaluator's eval accuracy is not ours
   EXPECT_EQ(progress.samples_per_second, 12);  // other labels do not matter
-  EXPECT_EQ(ProgressJson(progress),
+  EXPECT_EQ(api::ProgressToJson(progress),
             (Json{{"step", 4}, {"accuracy", 0.5}, {"samplesPerSecond", 12.0}}));
-  EXPECT_EQ(ProgressJson(TrainingProgress{}), Json::object());
+  EXPECT_EQ(api::ProgressToJson(api::Progress{}), Json::object());
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+#include "operator/controller/service_planner.h"
+
+#include "api/cluster_spec.h"
+
+namespace kubetrain::controller {
+
+std::vector<ServiceToCreate> MissingServices(const api::TrainingJob& job,
+                                             const JobObjects& objects) {
+  std::vector<ServiceToCreate> out;
+  if (job.spec.service_mode == api::ServiceMode::kPerJob) {
+    if (objects.job_service == nullptr) out.push_back({job.metadata.name, std::nullopt});
+    return out;
+  }
+  for (const auto& [type, spec] : job.spec.replica_specs) {
+    for (int i = 0; i < spec.Replicas(); ++i) {
+      if (objects.services.count({type, i})) continue;
+      out.push_back({api::ReplicaName(job, type, i), ReplicaKey{type, i}});
+    }
+  }
+  return out;
+}
+
+}  // namespace kubetrain::controller
