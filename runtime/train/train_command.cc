@@ -368,6 +368,7 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   eo.mode = mode;
   eo.wire_dtype = dtype;
   eo.token = o.job_token;
+  eo.data_plane = o.ps_data_plane == "tcp";
   eo.peer_timeout_seconds = o.peer_timeout_seconds;
   eo.metrics = metrics;
   eo.total_steps =
