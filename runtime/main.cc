@@ -117,9 +117,10 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp16"}));
   cmd->add_option("--ps-data-plane", o.ps_data_plane,
-                  "Parameter servers: also offer workers a direct TCP connection for their fp32 "
+                  "Parameter servers: also offer workers a direct TCP connection for their "
                   "steps on an ephemeral port beside gRPC (tcp: 1.1-1.8x gRPC's throughput), or "
-                  "carry every step over gRPC (grpc)")
+                  "carry every step over gRPC (grpc); workers: take the direct connection where a "
+                  "parameter server offers it (tcp), or step over gRPC only (grpc)")
       ->capture_default_str()
       ->check(CLI::IsMember({"tcp", "grpc"}));
   cmd->add_flag("--ps-pipeline", o.ps_pipeline,

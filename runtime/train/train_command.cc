@@ -17,16 +17,16 @@
 #include "api/cluster_spec.h"
 #include "api/env_vars.h"
 #include "api/exit_codes.h"
+#include "base/crc32c.h"
 #include "runtime/data/batch_sampler.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
-#include "base/crc32c.h"
 #include "runtime/exchange/exchange_backend.h"
 #include "runtime/exchange/local_exchange.h"
-#include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_server.h"
+#include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "runtime/exchange/staged_exchange.h"
 #include "runtime/exchange/tcp_link.h"
@@ -375,6 +375,7 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
   eo.mode = mode;
   eo.wire_dtype = dtype;
   eo.token = o.job_token;
+  eo.data_plane = o.ps_data_plane == "tcp";
   eo.peer_timeout_seconds = o.peer_timeout_seconds;
   eo.metrics = metrics;
   eo.total_steps =
@@ -422,10 +423,10 @@ int RunEvaluator(const TrainCommandOptions& o, const Role& role, ProgressReporte
     err << "kubetrain: error: the evaluator needs PS replicas to read parameters from" << std::endl;
     return kExitPermanent;
   }
-  std::vector<std::unique_ptr<ps::PsShardClient>> clients;
+  std::vector<std::unique_ptr<ps::ShardClient>> clients;
   for (size_t i = 0; i < role.ps.size(); ++i) {
     clients.push_back(
-        std::make_unique<ps::PsShardClient>(absl::StrCat("ps-", i), role.ps[i], o.job_token));
+        std::make_unique<ps::ShardClient>(absl::StrCat("ps-", i), role.ps[i], o.job_token));
   }
   const int64_t n = (*model)->num_params();
   std::span<float> params = (*model)->params();

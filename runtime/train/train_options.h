@@ -38,7 +38,7 @@ struct TrainCommandOptions {
   int replicas_to_aggregate = 0;       // sync backup workers: 0 = every worker
   std::string wire_dtype = "fp32";     // fp32 | fp16
   bool ps_pipeline = false;            // PS replicas: pipelined sync steps on the data plane
-  std::string ps_data_plane = "tcp";   // PS replicas: tcp (direct TCP beside gRPC) | grpc
+  std::string ps_data_plane = "tcp";   // PS steps: tcp (direct TCP beside gRPC) | grpc
   double peer_timeout_seconds = 120;
   // Allreduce (jobs without PS replicas).
   double rendezvous_timeout_seconds = 300;

@@ -5,17 +5,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/ps/ps_refusal.h"
+#include "base/check.h"
+#include "runtime/exchange/ps/grpc_step_transport.h"
+#include "runtime/exchange/ps/tcp_step_transport.h"
 
 namespace kubetrain::ps {
 namespace {
-
-// Transport trouble, including a chunk that failed its checksum: a retried
-// pull overwrites whatever a corrupt one left in the parameters.
-bool Retryable(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDataLoss(s) || absl::IsDeadlineExceeded(s) ||
-         absl::IsCancelled(s) || absl::IsUnknown(s) || absl::IsInternal(s);
-}
 
 // Sleeps between attempts: 100 ms doubling to 2 s.
 class Backoff {
@@ -36,12 +31,43 @@ PsExchange::PsExchange(PsExchangeOptions options, const Clock& clock, Logger log
   for (size_t i = 0; i < opt_.ps_addresses.size(); ++i) {
     Shard s;
     s.client =
-        std::make_unique<PsShardClient>(absl::StrCat("ps-", i), opt_.ps_addresses[i], opt_.token);
+        std::make_unique<ShardClient>(absl::StrCat("ps-", i), opt_.ps_addresses[i], opt_.token);
+    // The step transports, in order of preference: the direct TCP data plane
+    // (when allowed; it carries steps once the shard offers it), then the
+    // gRPC stream every shard serves.
+    if (opt_.data_plane) s.transports.push_back(std::make_unique<TcpStepTransport>(*s.client));
+    s.transports.push_back(std::make_unique<GrpcStepTransport>(*s.client));
     shards_.push_back(std::move(s));
   }
 }
 
 PsExchange::~PsExchange() = default;
+
+void PsExchange::Log(const std::string& line) {
+  absl::MutexLock lock(&log_mu_);
+  log_(line);
+}
+
+std::optional<StepTransportKind> PsExchange::transport(int shard) const {
+  const StepTransport* t = shards_.at(static_cast<size_t>(shard)).chosen;
+  if (t == nullptr) return std::nullopt;
+  return t->kind();
+}
+
+StepTransport& PsExchange::ChooseTransport(Shard& s) {
+  for (const std::unique_ptr<StepTransport>& t : s.transports) {
+    if (!t->CanCarry(opt_.wire_dtype)) continue;
+    if (t.get() != s.chosen) {
+      Log(absl::StrCat(s.client->name(), ": exchanging over ", t->Describe(),
+                       s.chosen != nullptr ? " instead" : ""));
+      if (s.chosen != nullptr) s.chosen->Close();
+      s.chosen = t.get();
+    }
+    return *t;
+  }
+  KT_CHECK(false) << "the gRPC step transport carries every step";
+  return *s.transports.back();
+}
 
 absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_t clock) {
   v1::RegisterRequest req;
@@ -68,6 +94,7 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
                      " but this worker knows ", shards_.size(), " parameter servers"));
   }
   s.range = want;
+  for (const std::unique_ptr<StepTransport>& t : s.transports) t->Offer(*r);
   s.global_step = r->global_step();
   s.resume_clock = r->worker_clock();
   if (!r->initialized() && opt_.initializer) {
@@ -76,14 +103,13 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
     h.set_step(clock);
     h.set_incarnation(r->incarnation());
     h.set_total_steps(opt_.total_steps);
-    absl::StatusOr<v1::PushResponse> init = s.client->Send(
-        /*initialize=*/true, h,
-        params.subspan(static_cast<size_t>(want.offset), static_cast<size_t>(want.length)),
+    absl::StatusOr<v1::PushResponse> init = s.client->Initialize(
+        h, params.subspan(static_cast<size_t>(want.offset), static_cast<size_t>(want.length)),
         want.offset, opt_.wire_dtype);
     if (!init.ok()) return init.status();
     s.resume_clock = clock;
-    log_(absl::StrCat("initialised ", s.client->name(), " (", want.length, " parameters at step ",
-                      clock, ")"));
+    Log(absl::StrCat("initialised ", s.client->name(), " (", want.length, " parameters at step ",
+                     clock, ")"));
   }
   s.incarnation = r->incarnation();
   if (s.last_incarnation != 0 && s.last_incarnation != s.incarnation && opt_.metrics != nullptr) {
@@ -123,8 +149,8 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       if (st.ok() && push && s.resume_clock != clock) {
         // The shard moved (restarted from a checkpoint): continue from its
         // clock instead of pushing a gradient for a step it does not expect.
-        log_(absl::StrCat(s.client->name(), " is back at step ", s.resume_clock,
-                          "; resuming there (was at ", clock, ")"));
+        Log(absl::StrCat(s.client->name(), " is back at step ", s.resume_clock,
+                         "; resuming there (was at ", clock, ")"));
         resume = s.resume_clock;
         skip_push = true;
       } else if (st.ok() && push && s.incarnation != before) {
@@ -136,8 +162,9 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
         skip_push = false;
       }
     }
-    if (st.ok() && !skip_push && s.push_pull) {
-      // Push and pull on the shard's PushPull stream: one round trip.
+    if (st.ok() && !skip_push) {
+      // Push and pull in one round trip on the chosen transport.
+      StepTransport& transport = ChooseTransport(s);
       v1::PushHeader h;
       h.set_worker(opt_.worker);
       h.set_step(clock);
@@ -151,13 +178,12 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       const double t0 = clock_.NowSeconds();
       double t1 = t0;
       bool pushed = false;
-      absl::StatusOr<PullReply> r = s.client->PushPull(
+      absl::StatusOr<PullReply> r = transport.Step(
           h,
           grads.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
           req,
           params.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
           s.range.offset, opt_.wire_dtype, &pushed, [&] { t1 = clock_.NowSeconds(); });
-      if (std::string notice = s.client->TakeNotice(); !notice.empty()) log_(notice);
       if (pushed) {
         skip_push = true;  // a retry only pulls
         resume = clock + 1;
@@ -170,39 +196,21 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
           opt_.metrics->RecordExchange(metrics::ExchangeOp::kPull, metrics::PeerRole::kPs,
                                        clock_.NowSeconds() - t1, 0, bytes);
         }
-        if (lost_since >= 0) log_(absl::StrCat("reconnected to ", s.client->name()));
+        if (lost_since >= 0) Log(absl::StrCat("reconnected to ", s.client->name()));
         s.global_step = r->global_step;
         return opt_.mode.kind == ExchangeMode::kSync ? std::max(resume, r->global_step) : resume;
       }
-      if (absl::IsUnimplemented(r.status())) {
-        log_(absl::StrCat(s.client->name(), " has no PushPull; pushing and pulling separately"));
-        s.push_pull = false;
+      if (!pushed && !transport.CanCarry(opt_.wire_dtype)) {
+        // The transport gave itself up (its port unreachable): the next in
+        // the list carries the step, at once.
+        Log(std::string(r.status().message()));
         continue;
       }
       st = r.status();
     }
-    if (st.ok() && !skip_push) {
-      v1::PushHeader h;
-      h.set_worker(opt_.worker);
-      h.set_step(clock);
-      h.set_incarnation(s.incarnation);
-      const double t0 = clock_.NowSeconds();
-      absl::StatusOr<v1::PushResponse> r = s.client->Send(
-          /*initialize=*/false, h,
-          grads.subspan(static_cast<size_t>(s.range.offset), static_cast<size_t>(s.range.length)),
-          s.range.offset, opt_.wire_dtype);
-      st = r.status();
-      if (r.ok() && opt_.metrics != nullptr) {
-        opt_.metrics->RecordExchange(metrics::ExchangeOp::kPush, metrics::PeerRole::kPs,
-                                     clock_.NowSeconds() - t0, s.range.length * bytes_per_value, 0);
-      }
-      if (r.ok()) {
-        skip_push = true;
-        resume = clock + 1;
-        s.global_step = r->global_step();
-      }
-    }
     if (st.ok()) {
+      // Only a pull: the first parameters, a resumed step, or a retry after
+      // the push was committed.
       v1::PullRequest req;
       req.set_worker(opt_.worker);
       req.set_incarnation(s.incarnation);
@@ -220,21 +228,21 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
                                      clock_.NowSeconds() - t0, 0, s.range.length * bytes_per_value);
       }
       if (r.ok()) {
-        if (lost_since >= 0) log_(absl::StrCat("reconnected to ", s.client->name()));
+        if (lost_since >= 0) Log(absl::StrCat("reconnected to ", s.client->name()));
         s.global_step = r->global_step;
         // Sync: the barrier released at the shard's global step.
         return opt_.mode.kind == ExchangeMode::kSync ? std::max(resume, r->global_step) : resume;
       }
     }
-    const PsRefusal refusal = PsRefusalOf(st);
-    if (refusal == PsRefusal::kStaleIncarnation) {
-      log_(absl::StrCat(s.client->name(), ": ", st.message()));
+    const StepError error = StepErrorOf(st);
+    if (error == StepError::kShardRestarted) {
+      Log(absl::StrCat(s.client->name(), ": ", st.message()));
       s.incarnation = 0;
       continue;
     }
-    if (refusal == PsRefusal::kUninitialised) {
+    if (error == StepError::kUninitialised) {
       s.incarnation = 0;  // the shard lost its parameters; register to re-initialise
-    } else if (!Retryable(st)) {
+    } else if (error == StepError::kRefused) {
       return absl::Status(st.code(), absl::StrCat(s.client->name(), " (", s.client->address(),
                                                   "): ", st.message()));
     }
@@ -242,8 +250,8 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
     if (lost_since < 0) {
       lost_since = now;
       lost_guard.Set();
-      log_(absl::StrCat("lost ", s.client->name(), " (", s.client->address(), "): ", st.message(),
-                        "; reconnecting"));
+      Log(absl::StrCat("lost ", s.client->name(), " (", s.client->address(), "): ", st.message(),
+                       "; reconnecting"));
     }
     if (now - lost_since > opt_.peer_timeout_seconds) {
       return absl::UnavailableError(absl::StrCat("lost parameter server ", s.client->name(), " (",
@@ -292,11 +300,11 @@ absl::StatusOr<int64_t> PsExchange::Step(int64_t step, std::span<const float> gr
 
 absl::Status PsExchange::Finish() {
   for (Shard& s : shards_) {
-    s.client->ClosePushPull();
+    for (const std::unique_ptr<StepTransport>& t : s.transports) t->Close();
     absl::StatusOr<v1::DoneResponse> r = s.client->Done(opt_.worker, std::chrono::seconds(10));
     if (!r.ok()) {
-      log_(absl::StrCat("could not tell ", s.client->name(),
-                        " this worker finished: ", r.status().message()));
+      Log(absl::StrCat("could not tell ", s.client->name(),
+                       " this worker finished: ", r.status().message()));
     }
   }
   return absl::OkStatus();

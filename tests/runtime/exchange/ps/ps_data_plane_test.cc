@@ -26,12 +26,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/ps/data_plane_wire.h"
-#include "runtime/exchange/ps/ps_client.h"
 #include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/shard_session.h"
+#include "runtime/exchange/ps/tcp_step_transport.h"
 #include "runtime/exchange/tcp_link.h"
 #include "tests/support/wait_for.h"
 
@@ -384,18 +385,21 @@ class RawWorker {
 class DataPlaneRefusals : public ::testing::Test {
  protected:
   void SetUp() override {
-    client_ = std::make_unique<PsShardClient>("ps-0", shard_.address(), "t");
+    client_ = std::make_unique<ShardClient>("ps-0", shard_.address(), "t");
+    tcp_ = std::make_unique<TcpStepTransport>(*client_);
     v1::RegisterRequest r;
     r.set_worker(0);
     r.set_num_params(kParams);
-    ASSERT_TRUE(client_->Register(r, std::chrono::seconds(5)).ok());
+    absl::StatusOr<v1::RegisterResponse> reg = client_->Register(r, std::chrono::seconds(5));
+    ASSERT_TRUE(reg.ok()) << reg.status();
+    tcp_->Offer(*reg);
     v1::PushHeader h;
     h.set_worker(0);
     h.set_incarnation(kIncarnation);
     h.set_total_steps(10);
     std::vector<float> init(kParams, 1.0f);
-    ASSERT_TRUE(client_->Send(/*initialize=*/true, h, init, 0, v1::WIRE_DTYPE_F32).ok());
-    ASSERT_TRUE(client_->data_plane_active());
+    ASSERT_TRUE(client_->Initialize(h, init, 0, v1::WIRE_DTYPE_F32).ok());
+    ASSERT_TRUE(tcp_->CanCarry(v1::WIRE_DTYPE_F32));
   }
   wire::StepHeader Header(int64_t step, int64_t length = kParams) {
     wire::StepHeader h;
@@ -422,7 +426,8 @@ class DataPlaneRefusals : public ::testing::Test {
   int64_t Rejected() { return shard_.shard().Status().rejected_pushes(); }
 
   Shard shard_{"async", "t", /*tcp=*/true};
-  std::unique_ptr<PsShardClient> client_;
+  std::unique_ptr<ShardClient> client_;
+  std::unique_ptr<TcpStepTransport> tcp_;
 };
 
 TEST_F(DataPlaneRefusals, AGoodPushIsAppliedAndAnsweredWithTheParameters) {
@@ -769,7 +774,7 @@ TEST_P(PipelinedBreak, RollsTheRoundBackAndTheRetryGivesPlainSteps) {
     g1[i] = static_cast<float>((i * 3) % 7) * -0.03f;
   }
   ASSERT_TRUE(w0.Start(p0).ok());
-  PsShardClient c1("ps-0", s.address(), "t");
+  ShardClient c1("ps-0", s.address(), "t");
   v1::RegisterRequest reg;
   reg.set_worker(1);
   reg.set_num_params(kParams);
@@ -876,7 +881,7 @@ TEST(PsDataPlaneTest, APipelinedRoundTellsItsWorkersWhyTheShardAborted) {
   });
   std::vector<float> p(kParams, 1.0f), g(kParams, 0.1f);
   ASSERT_EQ(*w0.Start(p), 0);
-  PsShardClient c1("ps-0", s.address(), "t");
+  ShardClient c1("ps-0", s.address(), "t");
   v1::RegisterRequest reg;
   reg.set_worker(1);
   reg.set_num_params(kParams);
@@ -997,7 +1002,7 @@ class BlackHoleShard : public v1::ParameterServer::Service {
   int port_ = 0;
 };
 
-absl::StatusOr<PullReply> PushPullTo(PsShardClient& c, uint64_t incarnation,
+absl::StatusOr<PullReply> PushPullTo(StepTransport& t, uint64_t incarnation,
                                      std::vector<float>& params) {
   v1::PushHeader h;
   h.set_worker(0);
@@ -1010,7 +1015,7 @@ absl::StatusOr<PullReply> PushPullTo(PsShardClient& c, uint64_t incarnation,
   pull.set_clock(1);
   const std::vector<float> g(params.size(), 0.5f);
   bool pushed = false;
-  return c.PushPull(h, g, pull, params, 0, v1::WIRE_DTYPE_F32, &pushed, {});
+  return t.Step(h, g, pull, params, 0, v1::WIRE_DTYPE_F32, &pushed, {});
 }
 
 // A worker's data-plane step sent into the black hole, waiting.
@@ -1020,11 +1025,13 @@ class WaitingStep : public ::testing::Test {
     v1::RegisterRequest r;
     r.set_worker(0);
     r.set_num_params(static_cast<uint64_t>(params_.size()));
-    ASSERT_TRUE(client_.Register(r, std::chrono::seconds(5)).ok());
-    ASSERT_TRUE(client_.data_plane_active());
+    absl::StatusOr<v1::RegisterResponse> reg = client_.Register(r, std::chrono::seconds(5));
+    ASSERT_TRUE(reg.ok()) << reg.status();
+    tcp_.Offer(*reg);
+    ASSERT_TRUE(tcp_.CanCarry(v1::WIRE_DTYPE_F32));
     const uint64_t incarnation = shard_.incarnation;
     step_ = std::async(std::launch::async,
-                       [this, incarnation] { return PushPullTo(client_, incarnation, params_); });
+                       [this, incarnation] { return PushPullTo(tcp_, incarnation, params_); });
   }
   void TearDown() override {
     shard_.hang_up = true;  // a step still waiting ends
@@ -1049,7 +1056,8 @@ class WaitingStep : public ::testing::Test {
   }
 
   BlackHoleShard shard_;
-  PsShardClient client_{"ps-0", shard_.address(), "t"};
+  ShardClient client_{"ps-0", shard_.address(), "t"};
+  TcpStepTransport tcp_{client_};
   std::vector<float> params_ = std::vector<float>(1000);
   std::future<absl::StatusOr<PullReply>> step_;
 };
@@ -1063,6 +1071,8 @@ TEST_F(WaitingStep, EndsSoonOnceTheShardRestarted) {
   absl::StatusOr<PullReply> got = Outcome();
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("ps-0 restarted (incarnation 7, now 8)"));
+  EXPECT_EQ(StepErrorOf(got.status()), StepError::kShardRestarted)
+      << "typed, so the worker re-registers at once";
 }
 
 TEST_F(WaitingStep, KeepsWaitingOnTheSameShard) {
@@ -1073,6 +1083,7 @@ TEST_F(WaitingStep, KeepsWaitingOnTheSameShard) {
   absl::StatusOr<PullReply> got = Outcome();
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), Not(HasSubstr("restarted")));
+  EXPECT_EQ(StepErrorOf(got.status()), StepError::kUnavailable);
 }
 
 TEST(DataPlaneWireTest, TheAnswerCarriesTheRefusalByte) {
@@ -1100,19 +1111,22 @@ TEST(DataPlaneWireTest, TheAnswerCarriesTheRefusalByte) {
 // Through the worker's client: the refusal byte becomes the status payload.
 TEST(PsDataPlaneTest, RefusalsArriveTypedThroughTheClient) {
   Shard s("async", "t", /*tcp=*/true);
-  PsShardClient c("ps-0", s.address(), "t");
+  ShardClient c("ps-0", s.address(), "t");
+  TcpStepTransport tcp(c);
   v1::RegisterRequest r;
   r.set_worker(0);
   r.set_num_params(kParams);
-  ASSERT_TRUE(c.Register(r, std::chrono::seconds(5)).ok());
-  ASSERT_TRUE(c.data_plane_active());
+  absl::StatusOr<v1::RegisterResponse> reg = c.Register(r, std::chrono::seconds(5));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  tcp.Offer(*reg);
+  ASSERT_TRUE(tcp.CanCarry(v1::WIRE_DTYPE_F32));
   std::vector<float> params(kParams);
-  absl::StatusOr<PullReply> got = PushPullTo(c, kIncarnation, params);  // never initialised
+  absl::StatusOr<PullReply> got = PushPullTo(tcp, kIncarnation, params);  // never initialised
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(PsRefusalOf(got.status()), PsRefusal::kUninitialised) << got.status();
-  got = PushPullTo(c, kIncarnation + 1, params);  // refused at the hello
+  got = PushPullTo(tcp, kIncarnation + 1, params);  // refused at the hello
   EXPECT_EQ(PsRefusalOf(got.status()), PsRefusal::kStaleIncarnation) << got.status();
-  EXPECT_TRUE(c.data_plane_active()) << "the refusals came over the data plane";
+  EXPECT_TRUE(tcp.CanCarry(v1::WIRE_DTYPE_F32)) << "the refusals came over the data plane";
 }
 
 // A data port that refuses the first hello as from an old incarnation, with

@@ -17,9 +17,11 @@
 #include "gtest/gtest.h"
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
 #include "runtime/exchange/checkpoint.h"
-#include "runtime/exchange/ps/ps_client.h"
+#include "runtime/exchange/grpc_util.h"
+#include "runtime/exchange/ps/grpc_step_transport.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
+#include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/wire_codec.h"
 #include "tests/support/temp_files.h"
 
@@ -137,25 +139,51 @@ v1::PushHeader Header(int worker, int64_t step, uint64_t incarnation) {
   return h;
 }
 
+// The shard's Push call, which no worker makes any more (a worker's steps
+// go over a StepTransport); the shard still serves it, so its refusals are
+// tested here, through the generated stub with the client's token.
+absl::StatusOr<v1::PushResponse> Push(const ShardClient& c, const v1::PushHeader& header,
+                                      std::span<const float> values, int64_t offset,
+                                      v1::WireDType dtype) {
+  std::unique_ptr<v1::ParameterServer::Stub> stub = v1::ParameterServer::NewStub(c.channel());
+  grpc::ClientContext ctx;
+  c.Prepare(&ctx);
+  v1::PushResponse resp;
+  std::unique_ptr<grpc::ClientWriter<v1::PushMessage>> w = stub->Push(&ctx, &resp);
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (int64_t off = 0; off < n; off += kChunkElements) {
+    const int64_t len = std::min(kChunkElements, n - off);
+    v1::PushMessage m;
+    if (off == 0) *m.mutable_header() = header;
+    EncodeChunk(values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), offset + off,
+                dtype, m.mutable_chunk());
+    if (!w->Write(m)) break;  // the server ended the call; Finish says why
+  }
+  w->WritesDone();
+  const grpc::Status st = w->Finish();
+  if (!st.ok()) return exchange::FromGrpc(st);
+  return resp;
+}
+
 TEST(PsService, CallsWithoutTheJobTokenAreUnauthenticated) {
   TestShard ps(0, 1, "sync", "s3cret");
-  PsShardClient anonymous("ps-0", ps.address(), "");
+  ShardClient anonymous("ps-0", ps.address(), "");
   absl::StatusOr<v1::RegisterResponse> r = anonymous.Register(Reg(0), std::chrono::seconds(5));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnauthenticated);
-  PsShardClient wrong("ps-0", ps.address(), "guess");
+  ShardClient wrong("ps-0", ps.address(), "guess");
   EXPECT_EQ(wrong.GetStatus(std::chrono::seconds(5)).status().code(),
             absl::StatusCode::kUnauthenticated);
   // The refused register is counted as a rejected push (reason bad_token);
   // the status read is refused but not counted (it writes nothing).
   EXPECT_EQ(ps.shard().Status().rejected_pushes(), 1);
-  PsShardClient good("ps-0", ps.address(), "s3cret");
+  ShardClient good("ps-0", ps.address(), "s3cret");
   EXPECT_TRUE(good.Register(Reg(0), std::chrono::seconds(5)).ok());
   absl::StatusOr<v1::RegisterResponse> ok = good.Register(Reg(1), std::chrono::seconds(5));
   ASSERT_TRUE(ok.ok());
   // Another job's worker pushing: refused and counted.
   std::vector<float> g(kParams, 0.5f);
   EXPECT_EQ(
-      wrong.Send(true, Header(1, 0, ok->incarnation()), g, 0, v1::WIRE_DTYPE_F32).status().code(),
+      wrong.Initialize(Header(1, 0, ok->incarnation()), g, 0, v1::WIRE_DTYPE_F32).status().code(),
       absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(ps.shard().Status().rejected_pushes(), 2);
 }
@@ -167,66 +195,67 @@ v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t in
 // PushPull, a shard without parameters on Push and PushPull.
 TEST(PsService, RefusalsTheWorkerActsOnArriveTyped) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
+  GrpcStepTransport grpc(c);
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   const std::vector<float> g(kParams, 0.5f);
   std::vector<float> out(kParams);
   bool pushed = false;
   // Registered, never initialised.
-  absl::StatusOr<v1::PushResponse> s = c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  absl::StatusOr<v1::PushResponse> s = Push(c, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kUninitialised) << s.status();
-  absl::StatusOr<PullReply> r =
-      c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  absl::StatusOr<PullReply> r = grpc.Step(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0,
+                                          v1::WIRE_DTYPE_F32, &pushed, {});
   EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kUninitialised) << r.status();
   // Another incarnation.
-  s = c.Send(false, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kStaleIncarnation) << s.status();
   r = c.Pull(PullFor(0, 0, 0, inc + 1), out, 0);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation) << r.status();
-  r = c.PushPull(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
-                 &pushed);
+  r = grpc.Step(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
+                &pushed, {});
   EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation) << r.status();
   // Other refusals carry none.
-  s = c.Send(false, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kNone);
 }
 
 TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   TestShard ps(0, 1, "sync", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
   absl::StatusOr<v1::RegisterResponse> r = c.Register(Reg(0), std::chrono::seconds(5));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(c.Register(Reg(1), std::chrono::seconds(5)).ok());
   const uint64_t inc = r->incarnation();
   std::vector<float> init(kParams, 1.0f), g(kParams, 0.5f);
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
 
   // Too few elements.
   absl::StatusOr<v1::PushResponse> s =
-      c.Send(false, Header(0, 0, inc), std::span<const float>(g).first(900), 0, v1::WIRE_DTYPE_F32);
+      Push(c, Header(0, 0, inc), std::span<const float>(g).first(900), 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("push covers 900 of the 1000"));
   // Wrong offset.
-  s = c.Send(false, Header(0, 0, inc), g, 16, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(0, 0, inc), g, 16, v1::WIRE_DTYPE_F32);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("does not fit: shard 0 owns [0, 1000)"));
   // Too many elements.
   std::vector<float> big(kParams + 16, 0.5f);
-  s = c.Send(false, Header(0, 0, inc), big, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(0, 0, inc), big, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   // Unknown worker, future step, NaN.
-  s = c.Send(false, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(7, 0, inc), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("unknown worker id 7"));
-  s = c.Send(false, Header(1, 4, inc), g, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(1, 4, inc), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("from the future"));
   std::vector<float> nan = g;
   nan[17] = std::nanf("");
-  s = c.Send(false, Header(0, 0, inc), nan, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(0, 0, inc), nan, 0, v1::WIRE_DTYPE_F32);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("1 NaN/Inf values"));
   // A stale incarnation is told to re-register.
-  s = c.Send(false, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
+  s = Push(c, Header(0, 0, inc + 1), g, 0, v1::WIRE_DTYPE_F32);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kStaleIncarnation);
 
@@ -241,8 +270,8 @@ TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   pr.set_worker(0);
   ASSERT_TRUE(c.Pull(pr, out, 0).ok());
   EXPECT_EQ(out, init);
-  ASSERT_TRUE(c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
-  ASSERT_TRUE(c.Send(false, Header(1, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(Push(c, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(Push(c, Header(1, 0, inc), g, 0, v1::WIRE_DTYPE_F32).ok());
   pr.set_min_step(1);
   absl::StatusOr<PullReply> reply = c.Pull(pr, out, 0);
   ASSERT_TRUE(reply.ok());
@@ -270,14 +299,14 @@ TEST(PsService, ServesTheMethodsTheProtoDeclares) {
 // it is refused whole.
 TEST(PsService, ClientsOnTheGeneratedStubsInteroperate) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   std::vector<float> init(kParams), g(kParams);
   for (int64_t i = 0; i < kParams; ++i) {
     init[i] = static_cast<float>(i);
     g[i] = 0.25f * static_cast<float>(i % 7);
   }
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   std::unique_ptr<v1::ParameterServer::Stub> stub = v1::ParameterServer::NewStub(
       grpc::CreateChannel(ps.address(), grpc::InsecureChannelCredentials()));
   // Two protobuf messages: the header with the first 600 values, then the rest.
@@ -344,24 +373,25 @@ v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t in
 // their average applied.
 TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
   TestShard ps(0, 1, "sync", "t");
-  PsShardClient c0("ps-0", ps.address(), "t"), c1("ps-0", ps.address(), "t");
+  ShardClient c0("ps-0", ps.address(), "t"), c1("ps-0", ps.address(), "t");
+  GrpcStepTransport t0(c0), t1(c1);
   const uint64_t inc = c0.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   ASSERT_TRUE(c1.Register(Reg(1), std::chrono::seconds(5)).ok());
   std::vector<float> init(kParams), p0(kParams), p1(kParams);
   for (int64_t i = 0; i < kParams; ++i) init[i] = static_cast<float>(i);
-  ASSERT_TRUE(c0.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c0.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   const std::vector<float> g0(kParams, 1.0f), g1(kParams, 3.0f);
   for (int64_t step = 0; step < 3; ++step) {
     absl::StatusOr<PullReply> r1;
     bool pushed1 = false;
     std::thread t([&] {
-      r1 = c1.PushPull(Header(1, step, inc), g1, PullFor(1, step + 1, step + 1, inc), p1, 0,
-                       v1::WIRE_DTYPE_F32, &pushed1);
+      r1 = t1.Step(Header(1, step, inc), g1, PullFor(1, step + 1, step + 1, inc), p1, 0,
+                   v1::WIRE_DTYPE_F32, &pushed1, {});
     });
     bool pushed0 = false;
     absl::StatusOr<PullReply> r0 =
-        c0.PushPull(Header(0, step, inc), g0, PullFor(0, step + 1, step + 1, inc), p0, 0,
-                    v1::WIRE_DTYPE_F32, &pushed0);
+        t0.Step(Header(0, step, inc), g0, PullFor(0, step + 1, step + 1, inc), p0, 0,
+                v1::WIRE_DTYPE_F32, &pushed0, {});
     t.join();
     ASSERT_TRUE(r0.ok()) << r0.status();
     ASSERT_TRUE(r1.ok()) << r1.status();
@@ -377,8 +407,8 @@ TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
   }
   EXPECT_EQ(ps.shard().Status().applied_pushes(), 3);
   EXPECT_EQ(ps.shard().Status().rejected_pushes(), 0);
-  c0.ClosePushPull();
-  c1.ClosePushPull();
+  t0.Close();
+  t1.Close();
 }
 
 // A bad step on a PushPull stream ends the stream with the error Push would
@@ -388,33 +418,35 @@ TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
 // incarnation and a duplicate of an accepted step (dropped, still answered).
 TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
+  GrpcStepTransport grpc(c);
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   const std::vector<float> init(kParams, 1.0f), g(kParams, 0.5f);
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   std::vector<float> out(kParams, -7.0f);
   bool pushed = true;
 
   std::vector<float> nan = g;
   nan[17] = std::nanf("");
-  absl::StatusOr<PullReply> r = c.PushPull(Header(0, 0, inc), nan, PullFor(0, 0, 1, inc), out, 0,
-                                           v1::WIRE_DTYPE_F32, &pushed);
+  absl::StatusOr<PullReply> r = grpc.Step(Header(0, 0, inc), nan, PullFor(0, 0, 1, inc), out, 0,
+                                          v1::WIRE_DTYPE_F32, &pushed, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("1 NaN/Inf values"));
   EXPECT_FALSE(pushed);
 
-  r = c.PushPull(Header(0, 0, inc), std::span<const float>(g).first(900), PullFor(0, 0, 1, inc),
-                 out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  r = grpc.Step(Header(0, 0, inc), std::span<const float>(g).first(900), PullFor(0, 0, 1, inc), out,
+                0, v1::WIRE_DTYPE_F32, &pushed, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("push covers 900 of the 1000"));
 
-  r = c.PushPull(Header(0, 0, inc), g, PullFor(1, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  r = grpc.Step(Header(0, 0, inc), g, PullFor(1, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed,
+                {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("PushPull step of worker 0 asks to pull for worker 1"));
 
-  r = c.PushPull(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
-                 &pushed);
+  r = grpc.Step(Header(0, 0, inc + 1), g, PullFor(0, 0, 1, inc + 1), out, 0, v1::WIRE_DTYPE_F32,
+                &pushed, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("re-register"));
   EXPECT_EQ(PsRefusalOf(r.status()), PsRefusal::kStaleIncarnation);
@@ -425,12 +457,14 @@ TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
 
   // A good step, then the same step again on the same stream: the repeat is
   // dropped as stale (async: the worker's clock moved on) and still pulls.
-  r = c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  r = grpc.Step(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed,
+                {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(pushed);
   EXPECT_EQ(r->global_step, 1);
   EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
-  r = c.PushPull(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed);
+  r = grpc.Step(Header(0, 0, inc), g, PullFor(0, 0, 1, inc), out, 0, v1::WIRE_DTYPE_F32, &pushed,
+                {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step, 1);
   EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
@@ -442,7 +476,8 @@ TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
 // request on the last), and so does the pull.
 TEST(PsService, PushPullStepsSpanSeveralChunks) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
+  GrpcStepTransport grpc(c);
   const int64_t n = 2 * kChunkElements + 123;
   v1::RegisterRequest reg;
   reg.set_worker(0);
@@ -453,11 +488,11 @@ TEST(PsService, PushPullStepsSpanSeveralChunks) {
     init[i] = static_cast<float>(i % 1000);
     g[i] = static_cast<float>(i % 3);
   }
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   for (int64_t step = 0; step < 2; ++step) {
     bool pushed = false;
-    absl::StatusOr<PullReply> r = c.PushPull(Header(0, step, inc), g, PullFor(0, 0, step + 1, inc),
-                                             out, 0, v1::WIRE_DTYPE_F32, &pushed);
+    absl::StatusOr<PullReply> r = grpc.Step(Header(0, step, inc), g, PullFor(0, 0, step + 1, inc),
+                                            out, 0, v1::WIRE_DTYPE_F32, &pushed, {});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->global_step, step + 1);
     for (int64_t i = 0; i < n; ++i) {
@@ -473,14 +508,14 @@ TEST(PsService, PushPullStepsSpanSeveralChunks) {
 // for the message that has it.
 TEST(PsService, PushPullFromTheGeneratedStubsAndACorruptChunk) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   std::vector<float> init(kParams), g(kParams);
   for (int64_t i = 0; i < kParams; ++i) {
     init[i] = static_cast<float>(i);
     g[i] = 0.25f * static_cast<float>(i % 7);
   }
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   std::unique_ptr<v1::ParameterServer::Stub> stub = v1::ParameterServer::NewStub(
       grpc::CreateChannel(ps.address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -529,63 +564,39 @@ TEST(PsService, PushPullFromTheGeneratedStubsAndACorruptChunk) {
   for (int64_t i = 0; i < kParams; ++i) EXPECT_FLOAT_EQ(out[i], init[i] - 0.5f * g[i]) << i;
 }
 
-// A worker whose parameter server predates PushPull pushes and pulls with
-// the two calls instead, with the same result.
-TEST(PsExchange, FallsBackToPushThenPullWithoutPushPull) {
-  std::vector<std::string> logs;
-  for (bool push_pull : {true, false}) {
-    TestShard ps(0, 1, "sync", "", "", push_pull);
-    RealClock clock;
-    PsExchangeOptions o;
-    o.ps_addresses = {ps.address()};
-    o.initializer = true;
-    o.peer_timeout_seconds = 10;
-    o.total_steps = 10;
-    PsExchangeOptions o1 = o;
-    o1.worker = 1;
-    o1.initializer = false;
-    PsExchange w0(o, clock, [&](const std::string& l) { logs.push_back(l); });
-    PsExchange w1(o1, clock, [](const std::string&) {});
-    std::vector<float> p0(kParams, 2.0f), p1(kParams), g(kParams, 1.0f);
-    absl::StatusOr<int64_t> s1;
-    std::thread t([&] { s1 = w1.Start(p1); });
-    ASSERT_EQ(*w0.Start(p0), 0);
-    t.join();
-    ASSERT_TRUE(s1.ok()) << s1.status();
-    for (int64_t step = 0; step < 2; ++step) {
-      absl::StatusOr<int64_t> n1;
-      std::thread t2([&] { n1 = w1.Step(step, g, p1); });
-      absl::StatusOr<int64_t> n0 = w0.Step(step, g, p0);
-      t2.join();
-      ASSERT_TRUE(n0.ok()) << n0.status();
-      ASSERT_TRUE(n1.ok()) << n1.status();
-      EXPECT_EQ(*n0, step + 1);
-      EXPECT_EQ(*n1, step + 1);
-    }
-    EXPECT_EQ(p0, p1);
-    EXPECT_FLOAT_EQ(p0[0], 2.0f - 2 * 0.5f);
-    ASSERT_TRUE(w0.Finish().ok());
-    ASSERT_TRUE(w1.Finish().ok());
-    EXPECT_EQ(ps.shard().Status().applied_pushes(), 2);
-    EXPECT_EQ(ps.shard().Status().workers_done(), 2);
-    const bool fell_back = std::any_of(logs.begin(), logs.end(), [](const std::string& l) {
-      return l.find("has no PushPull") != std::string::npos;
-    });
-    EXPECT_EQ(fell_back, !push_pull);
-  }
+// A shard without PushPull (a server from before it) serves none of the
+// worker's step transports: there is no falling back on Push and Pull
+// calls, the first step fails at once, for good, naming the shard.
+TEST(PsExchange, AShardWithoutPushPullFailsTheStepNamingIt) {
+  TestShard ps(0, 1, "async", "", "", /*push_pull=*/false);
+  RealClock clock;
+  PsExchangeOptions o;
+  o.ps_addresses = {ps.address()};
+  o.initializer = true;
+  o.mode = *ExchangeMode::Parse("async");
+  o.peer_timeout_seconds = 10;
+  o.total_steps = 10;
+  PsExchange w(o, clock, [](const std::string&) {});
+  std::vector<float> p(kParams, 2.0f), g(kParams, 1.0f);
+  ASSERT_EQ(*w.Start(p), 0);  // Register, Initialize and Pull are served
+  absl::StatusOr<int64_t> n = w.Step(0, g, p);
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kUnimplemented) << n.status();
+  EXPECT_THAT(std::string(n.status().message()), HasSubstr("ps-0 (" + ps.address() + ")"));
+  EXPECT_EQ(w.transport(0), StepTransportKind::kGrpcStream);
+  EXPECT_EQ(ps.shard().Status().applied_pushes(), 0);
 }
 
 TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
   TestShard ps(0, 1, "async", "");
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   std::vector<float> init(kParams), g(kParams);
   for (int64_t i = 0; i < kParams; ++i) {
     init[i] = std::sin(0.37f * i) * 3.0f;
     g[i] = std::cos(0.11f * i) * 1e-3f;
   }
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F16).ok());
-  ASSERT_TRUE(c.Send(false, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F16).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F16).ok());
+  ASSERT_TRUE(Push(c, Header(0, 0, inc), g, 0, v1::WIRE_DTYPE_F16).ok());
   std::vector<float> out(kParams);
   v1::PullRequest pr;
   pr.set_worker(0);
@@ -606,13 +617,13 @@ TEST(PsService, CheckpointOnRequest) {
   const data::testing_util::TempDir tmp;  // own folder: runs in parallel share no files
   const std::string dir = tmp.File("ckpt");
   TestShard ps(0, 1, "sync", "", dir);
-  PsShardClient c("ps-0", ps.address(), "");
+  ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
   // Nothing to save before the parameters exist.
   EXPECT_EQ(c.Checkpoint(std::chrono::seconds(5)).status().code(),
             absl::StatusCode::kFailedPrecondition);
   std::vector<float> init(kParams, 2.0f);
-  ASSERT_TRUE(c.Send(true, Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
+  ASSERT_TRUE(c.Initialize(Header(0, 0, inc), init, 0, v1::WIRE_DTYPE_F32).ok());
   absl::StatusOr<v1::CheckpointResponse> r = c.Checkpoint(std::chrono::seconds(5));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->global_step(), 0);

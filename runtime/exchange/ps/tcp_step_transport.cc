@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/ps_data_client.h"
+#include "runtime/exchange/ps/tcp_step_transport.h"
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +23,11 @@ constexpr double kConnectSeconds = 3;
 // As PsDataServer's: a receive waiting on a shard whose host vanished fails
 // about as soon as gRPC's keepalive would say so.
 constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
+// A step that waits longer than this asks the shard whether it restarted; a
+// sync barrier normally releases within milliseconds, so a healthy job
+// rarely asks at all.
+constexpr std::chrono::seconds kAskAfter(1);
+constexpr std::chrono::milliseconds kAnswerWithin(800);
 
 exchange::IoCheck Within(double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -33,50 +38,68 @@ exchange::IoCheck Within(double seconds) {
   };
 }
 
-}  // namespace
-
-PsDataClient::PsDataClient(std::string name, std::string grpc_address, std::string token)
-    : name_(std::move(name)), grpc_address_(std::move(grpc_address)), token_(std::move(token)) {
-  int ignored = 0;
-  if (!exchange::SplitHostPort(grpc_address_, &host_, &ignored).ok()) host_.clear();
+wire::DType WireDType(v1::WireDType dtype) {
+  return dtype == v1::WIRE_DTYPE_F16 ? wire::DType::kF16 : wire::DType::kF32;
 }
 
-void PsDataClient::SetPort(int port) {
+}  // namespace
+
+TcpStepTransport::TcpStepTransport(ShardClient& shard) : shard_(shard), name_(shard.name()) {
+  int ignored = 0;
+  if (!exchange::SplitHostPort(shard.address(), &host_, &ignored).ok()) host_.clear();
+}
+
+void TcpStepTransport::Offer(const v1::RegisterResponse& registration) {
+  const int port = host_.empty() ? 0 : static_cast<int>(registration.data_port());
+  fp16_ = registration.data_plane_fp16();
+  pipeline_ = registration.data_plane_pipeline();
+  range_length_ = static_cast<int64_t>(registration.range().length());
   if (port == port_) return;
   Close();
-  port_ = host_.empty() ? 0 : port;
-  disabled_ = false;
+  port_ = port;
+  unreachable_ = false;
   ever_connected_ = false;
 }
 
-void PsDataClient::Close() { conn_ = exchange::TcpConnection(); }
+bool TcpStepTransport::CanCarry(v1::WireDType dtype) const {
+  return port_ != 0 && !unreachable_ &&
+         (dtype == v1::WIRE_DTYPE_F32 || dtype == v1::WIRE_DTYPE_UNSPECIFIED ||
+          (dtype == v1::WIRE_DTYPE_F16 && fp16_));
+}
 
-std::string PsDataClient::TakeNotice() { return std::exchange(notice_, std::string()); }
+std::string TcpStepTransport::PortAddress() const {
+  return host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]:", port_)
+                                              : absl::StrCat(host_, ":", port_);
+}
 
-absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
-  const std::string address = host_.find(':') != std::string::npos
-                                  ? absl::StrCat("[", host_, "]:", port_)
-                                  : absl::StrCat(host_, ":", port_);
+std::string TcpStepTransport::Describe() const {
+  const bool pipelined = pipeline_ && range_length_ > wire::ChunkValues(range_length_);
+  return absl::StrCat("the data plane at ", PortAddress(),
+                      pipelined ? " (pipelined sync steps)" : "");
+}
+
+void TcpStepTransport::Close() { conn_ = exchange::TcpConnection(); }
+
+absl::Status TcpStepTransport::Connect(int worker, uint64_t incarnation) {
+  const std::string address = PortAddress();
   absl::StatusOr<exchange::TcpConnection> conn =
       exchange::TcpConnection::Connect(address, kConnectSeconds, {});
   if (!conn.ok()) {
-    if (!ever_connected_) {
-      disabled_ = true;
-      notice_ = absl::StrCat(name_, ": data plane at ", address, " unreachable (",
-                             conn.status().message(), "); exchanging over gRPC instead");
-    }
-    return absl::UnavailableError(
-        absl::StrCat(name_, ": data plane at ", address, ": ", conn.status().message()));
+    // Never reached: filtered, most likely; later failures are the shard's.
+    if (!ever_connected_) unreachable_ = true;
+    return absl::UnavailableError(absl::StrCat(name_, ": data plane at ", address,
+                                               unreachable_ ? " unreachable: " : ": ",
+                                               conn.status().message()));
   }
   conn->SetKeepAlive(kKeepAliveIdle, kKeepAliveInterval, kKeepAliveCount);
   wire::Hello hello;
   hello.worker = worker;
   hello.incarnation = incarnation;
-  hello.token_bytes = static_cast<uint32_t>(token_.size());
+  hello.token_bytes = static_cast<uint32_t>(shard_.token().size());
   const wire::HelloBytes hello_bytes = wire::EncodeHello(hello);
   const exchange::IoCheck check = Within(30);
-  absl::Status s =
-      conn->SendAll(hello_bytes.data(), hello_bytes.size(), token_.data(), token_.size(), check);
+  absl::Status s = conn->SendAll(hello_bytes.data(), hello_bytes.size(), shard_.token().data(),
+                                 shard_.token().size(), check);
   wire::AnswerBytes answer_bytes;
   if (s.ok()) s = conn->RecvAll(answer_bytes.data(), answer_bytes.size(), check);
   if (!s.ok()) {
@@ -91,15 +114,11 @@ absl::Status PsDataClient::Connect(int worker, uint64_t incarnation) {
   if (answer->code != absl::StatusCode::kOk) {
     return ErrorFromAnswer(*answer);
   }
-  if (!ever_connected_) {
-    notice_ = absl::StrCat(name_, ": exchanging over the data plane at ", address,
-                           pipelined_ ? " (pipelined sync steps)" : "");
-  }
   ever_connected_ = true;
   return absl::OkStatus();
 }
 
-absl::Status PsDataClient::ErrorFromAnswer(const data_plane::Answer& answer) {
+absl::Status TcpStepTransport::ErrorFromAnswer(const data_plane::Answer& answer) {
   std::string message(answer.message_bytes, '\0');
   if (!conn_.RecvAll(message.data(), message.size(), Within(5)).ok()) {
     message = "(the message was lost)";
@@ -108,15 +127,34 @@ absl::Status PsDataClient::ErrorFromAnswer(const data_plane::Answer& answer) {
   return WithPsRefusal(absl::Status(answer.code, message), answer.refusal);
 }
 
-absl::StatusOr<PullReply> PsDataClient::PushPull(
-    const v1::PushHeader& header, std::span<const float> values, const v1::PullRequest& pull,
-    std::span<float> out, int64_t offset, bool* pushed, const std::function<void()>& written,
-    const exchange::IoCheck& waiting, data_plane::DType dtype, bool pipelined) {
+exchange::IoCheck TcpStepTransport::StillTheSameShard(uint64_t incarnation) {
+  auto next = std::chrono::steady_clock::now() + kAskAfter;
+  return [this, incarnation, next]() mutable -> absl::Status {
+    if (std::chrono::steady_clock::now() < next) return absl::OkStatus();
+    absl::StatusOr<v1::StatusResponse> st = shard_.GetStatus(kAnswerWithin);
+    next = std::chrono::steady_clock::now() + kAskAfter;
+    // No answer says nothing: the link may be down while the shard waits
+    // too; keepalive and the peer timeout decide that case.
+    if (!st.ok() || st->incarnation() == incarnation) return absl::OkStatus();
+    // Typed, so the worker re-registers at once; kept for Step, which
+    // returns it however the connection ends.
+    restarted_ = WithPsRefusal(absl::UnavailableError(absl::StrCat(
+                                   name_, " restarted (incarnation ", incarnation, ", now ",
+                                   st->incarnation(), ") while this step waited on it")),
+                               PsRefusal::kStaleIncarnation);
+    return restarted_;
+  };
+}
+
+absl::StatusOr<PullReply> TcpStepTransport::Step(const v1::PushHeader& header,
+                                                 std::span<const float> values,
+                                                 const v1::PullRequest& pull, std::span<float> out,
+                                                 int64_t offset, v1::WireDType dtype, bool* pushed,
+                                                 const std::function<void()>& written) {
   *pushed = false;
   if (values.empty() || out.size() != values.size()) {
-    return absl::InvalidArgumentError("data-plane PushPull needs equal, non-empty ranges");
+    return absl::InvalidArgumentError("data-plane step needs equal, non-empty ranges");
   }
-  pipelined_ = pipelined;
   if (!conn_.valid()) {
     if (absl::Status s = Connect(header.worker(), header.incarnation()); !s.ok()) return s;
   }
@@ -128,11 +166,26 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
   h.length = static_cast<int64_t>(values.size());
   h.min_step = pull.min_step();
   h.clock = pull.clock();
-  h.dtype = dtype;
-  if (pipelined) {
-    h.pipelined = true;
-    return PipelinedPushPull(h, values, out, pushed, written, waiting);
-  }
+  h.dtype = WireDType(dtype);
+  // A single chunk has nothing to overlap.
+  h.pipelined = pipeline_ && h.length > wire::ChunkValues(h.length);
+  restarted_ = absl::OkStatus();
+  absl::StatusOr<PullReply> r =
+      h.pipelined ? PipelinedStep(h, values, out, pushed, written, StillTheSameShard(h.incarnation))
+                  : PlainStep(h, values, out, pushed, written, StillTheSameShard(h.incarnation));
+  // The wait ended because the shard restarted: say that, typed, rather
+  // than how the connection ended.
+  if (!r.ok() && !restarted_.ok()) return restarted_;
+  return r;
+}
+
+absl::StatusOr<PullReply> TcpStepTransport::PlainStep(const wire::StepHeader& h,
+                                                      std::span<const float> values,
+                                                      std::span<float> out, bool* pushed,
+                                                      const std::function<void()>& written,
+                                                      const exchange::IoCheck& waiting) {
+  const wire::DType dtype = h.dtype;
+  const int64_t offset = h.offset;
   const wire::StepHeaderBytes head = wire::EncodeStepHeader(h);
   // The header rides with the first piece; each piece is checksummed just
   // before it is sent, while it is in cache for the kernel's copy (fp16: as
@@ -218,7 +271,7 @@ absl::StatusOr<PullReply> PsDataClient::PushPull(
   return PullReply{answer->global_step, answer->incarnation, answer->finished};
 }
 
-absl::StatusOr<PullReply> PsDataClient::PipelinedPushPull(const wire::StepHeader& h,
+absl::StatusOr<PullReply> TcpStepTransport::PipelinedStep(const wire::StepHeader& h,
                                                           std::span<const float> values,
                                                           std::span<float> out, bool* pushed,
                                                           const std::function<void()>& written,
