@@ -118,6 +118,10 @@ inline constexpr MetricName kCheckpointsWritten = {
 inline constexpr MetricName kCheckpointDuration = {
     "kubetrain_checkpoint_duration_seconds",
     "Wall time to write one checkpoint (write, fsync, rename, prune)."};
+inline constexpr MetricName kCheckpointFailures = {
+    "kubetrain_checkpoint_failures_total",
+    "Periodic checkpoint writes that failed; training went on and the write is tried again when "
+    "the next one is due (checkpoint_policy.h)."};
 
 // Every family above, for tests and docs.
 inline constexpr MetricName kAllMetrics[] = {
@@ -146,6 +150,7 @@ inline constexpr MetricName kAllMetrics[] = {
     kStaleness,
     kCheckpointsWritten,
     kCheckpointDuration,
+    kCheckpointFailures,
 };
 
 }  // namespace kubetrain::metrics

@@ -159,6 +159,7 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
   if (o.ps_server || o.writes_checkpoints) {
     checkpoints_ = &CounterFamily(kCheckpointsWritten).Add({});
     checkpoint_duration_ = &HistogramFamily(kCheckpointDuration).Add({}, CheckpointBuckets());
+    checkpoint_failures_ = &CounterFamily(kCheckpointFailures).Add({});
   }
 }
 
@@ -246,6 +247,10 @@ void RuntimeMetrics::RecordCheckpoint(double seconds) {
   if (checkpoints_ == nullptr) return;
   checkpoints_->Increment();
   checkpoint_duration_->Observe(seconds);
+}
+
+void RuntimeMetrics::AddCheckpointFailure() {
+  if (checkpoint_failures_ != nullptr) checkpoint_failures_->Increment();
 }
 
 void RuntimeMetrics::SetGpuMemoryUsed(const std::string& device, int64_t bytes) {

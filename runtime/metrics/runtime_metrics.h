@@ -106,6 +106,7 @@ class RuntimeMetrics {
   void AddRejectedPush(RejectReason reason);
   void RecordStaleness(int64_t steps);
   void RecordCheckpoint(double seconds);
+  void AddCheckpointFailure();
 
   // GPU memory in use on `device` ("cuda:0"); creates the series on first
   // use, so CPU-only replicas never export it.
@@ -144,6 +145,7 @@ class RuntimeMetrics {
   prometheus::Histogram* staleness_ = nullptr;
   prometheus::Counter* checkpoints_ = nullptr;
   prometheus::Histogram* checkpoint_duration_ = nullptr;
+  prometheus::Counter* checkpoint_failures_ = nullptr;
 
   absl::Mutex gpu_mu_;
   prometheus::Family<prometheus::Gauge>* gpu_family_ ABSL_GUARDED_BY(gpu_mu_) = nullptr;

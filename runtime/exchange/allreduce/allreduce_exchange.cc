@@ -10,6 +10,7 @@
 #include "runtime/exchange/allreduce/ring_allreduce.h"
 #include "runtime/exchange/allreduce/ring_handshake.h"
 #include "runtime/exchange/checkpoint.h"
+#include "runtime/exchange/checkpoint_policy.h"
 #include "runtime/tensor/cpu_device.h"
 #include "runtime/tensor/denormals.h"
 
@@ -46,7 +47,12 @@ AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, optim::Lr
       schedule_(std::move(schedule)),
       clock_(clock),
       log_(std::move(log)),
-      incarnation_(NewIncarnation()) {}
+      incarnation_(NewIncarnation()),
+      checkpoints_({.dir = options_.checkpoint_dir,
+                    .every_steps = options_.checkpoint_every_steps,
+                    .every_seconds = options_.checkpoint_every_seconds,
+                    .keep = options_.keep_checkpoints},
+                   clock_, log_, options_.metrics) {}
 
 AllreduceExchange::~AllreduceExchange() {
   // Rank 0 hosts the rendezvous: after a lost peer it stays until the other
@@ -240,8 +246,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
 
   int64_t step = 0;
   if (absl::Status s = BroadcastState(params, &step); !s.ok()) return s;
-  last_checkpoint_time_ = clock_.NowSeconds();
-  last_checkpoint_step_ = step;
+  checkpoints_.Restart(step);
   if (mode_ != Mode::kSolo) comm_ = std::thread([this] { CommLoop(); });
   log_(absl::StrCat(co.name, ": allreduce world of ", world, " formed (",
                     absl::StrJoin(options_.names, " -> "), "), ", plan_->buckets().size(),
@@ -726,13 +731,18 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
 absl::StatusOr<int64_t> AllreduceExchange::AfterUpdate(int64_t step,
                                                        std::span<const float> params) {
   const int64_t next = step + 1;
-  if (options_.rank == 0 && !options_.checkpoint_dir.empty() &&
-      (next == options_.total_steps ||
-       (options_.checkpoint_every_steps > 0 &&
-        next - last_checkpoint_step_ >= options_.checkpoint_every_steps) ||
-       (options_.checkpoint_every_seconds > 0 &&
-        clock_.NowSeconds() - last_checkpoint_time_ >= options_.checkpoint_every_seconds))) {
-    if (absl::Status s = WriteCheckpoint(params, next); !s.ok()) return s;
+  if (options_.rank != 0 || !checkpoints_.enabled()) return next;
+  // The last step's checkpoint is the job's result: its failure fails the
+  // step. A periodic one that fails is logged and tried again later
+  // (checkpoint_policy.h).
+  std::vector<std::vector<float>> host;
+  auto fill = [&](exchange::CheckpointContents& c) { return FillCheckpoint(params, host, c); };
+  if (next == options_.total_steps) {
+    if (absl::StatusOr<std::string> path = checkpoints_.WriteNow(next, fill); !path.ok()) {
+      return path.status();
+    }
+  } else {
+    checkpoints_.MaybeWrite(next, fill);
   }
   return next;
 }
@@ -766,22 +776,15 @@ absl::StatusOr<int64_t> AllreduceExchange::StepQueued(int64_t step, std::span<co
   return AfterUpdate(step, params);
 }
 
-absl::Status AllreduceExchange::WriteCheckpoint(std::span<const float> params, int64_t step) {
-  const double t0 = clock_.NowSeconds();
-  exchange::CheckpointView view;
-  v1::CheckpointHeader& h = view.header;
-  h.set_shard_index(0);
-  h.set_num_shards(1);
-  h.mutable_range()->set_offset(0);
-  h.mutable_range()->set_length(params.size());
-  h.set_num_params(params.size());
-  h.set_global_step(step);
-  h.set_total_steps(options_.total_steps);
-  h.set_optimizer(options_.optimizer.kind);
-  h.set_optimizer_steps(optimizer_->steps());
+absl::Status AllreduceExchange::FillCheckpoint(std::span<const float> params,
+                                               std::vector<std::vector<float>>& host,
+                                               exchange::CheckpointContents& c) {
+  c.num_params = static_cast<int64_t>(params.size());
+  c.total_steps = options_.total_steps;
+  c.optimizer = options_.optimizer.kind;
+  c.optimizer_steps = optimizer_->steps();
   // Device tensors are written from host copies (the copy waits for the
   // step's queued update).
-  std::vector<std::vector<float>> host;
   auto readable = [&](std::span<const float> data) -> absl::StatusOr<std::span<const float>> {
     if (device_->host_memory()) return data;
     host.emplace_back(data.size());
@@ -791,23 +794,16 @@ absl::Status AllreduceExchange::WriteCheckpoint(std::span<const float> params, i
     }
     return std::span<const float>(host.back());
   };
-  host.reserve(4);
+  const auto states = optimizer_->State();
+  host.reserve(1 + states.size());  // the spans above point into it
   absl::StatusOr<std::span<const float>> p = readable(params);
   if (!p.ok()) return p.status();
-  view.params = *p;
-  for (auto& [name, buf] : optimizer_->State()) {
+  c.params = *p;
+  for (const auto& [name, buf] : states) {
     absl::StatusOr<std::span<const float>> b = readable(buf);
     if (!b.ok()) return b.status();
-    h.add_state_names(name);
-    view.states.push_back(*b);
+    c.states.emplace_back(name, *b);
   }
-  absl::StatusOr<std::string> path =
-      exchange::WriteCheckpoint(options_.checkpoint_dir, view, options_.keep_checkpoints);
-  if (!path.ok()) return path.status();
-  last_checkpoint_time_ = clock_.NowSeconds();
-  last_checkpoint_step_ = step;
-  if (options_.metrics != nullptr) options_.metrics->RecordCheckpoint(last_checkpoint_time_ - t0);
-  log_(absl::StrCat("checkpoint ", *path, " (step ", step, ")"));
   return absl::OkStatus();
 }
 

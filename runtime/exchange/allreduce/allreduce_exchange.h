@@ -34,7 +34,9 @@
 //    when a link breaks, the job's first reported lost peer is named by
 //    every rank and Step fails with Aborted (a retryable exit).
 //  - Checkpoints: rank 0 writes them (checkpoint.h's format: temp file,
-//    fsync, rename, CRC, keep k) every N steps / seconds and at the end.
+//    fsync, rename, CRC, keep k) every N steps / seconds and at the last
+//    step, as checkpoint_policy.h says: a failed periodic write is logged
+//    and training goes on; a failed last one fails the step.
 // Not thread-safe: the trainer calls it from one thread.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
@@ -56,6 +58,7 @@
 #include "runtime/exchange/allreduce/device_collective.h"
 #include "runtime/exchange/allreduce/rendezvous_client.h"
 #include "runtime/exchange/allreduce/rendezvous_server.h"
+#include "runtime/exchange/checkpoint_policy.h"
 #include "runtime/exchange/exchange.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/optim/lr_schedule.h"
@@ -142,8 +145,12 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::Status BroadcastState(std::span<float> params, int64_t* step);
   // data <- rank 0's, for spans in the device's memory.
   absl::Status BroadcastDeviceSpan(std::span<float> data);
-  absl::Status WriteCheckpoint(std::span<const float> params, int64_t step);
-  // Step's host part after its update: a checkpoint when one is due.
+  // A checkpoint's contents: the parameters and optimizer state, copied
+  // into `host` first when they are in a device's memory.
+  absl::Status FillCheckpoint(std::span<const float> params, std::vector<std::vector<float>>& host,
+                              exchange::CheckpointContents& c);
+  // Step's host part after its update: a checkpoint when one is due, and
+  // at the last step.
   absl::StatusOr<int64_t> AfterUpdate(int64_t step, std::span<const float> params);
   void CommLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // What wakes the communication thread: stop_, or work handed to it.
@@ -208,8 +215,7 @@ class AllreduceExchange final : public exchange::Exchange {
   DeviceBuffer scalars_;  // 8 floats of device memory: the broadcast meta, the final barrier
   DeviceBuffer staging_;  // kStagedRing: pinned host memory the ring sums in
   std::vector<std::unique_ptr<DeviceEvent>> bucket_staged_;  // kStagedRing: per bucket
-  double last_checkpoint_time_ = 0;
-  int64_t last_checkpoint_step_ = -1;
+  exchange::CheckpointPolicy checkpoints_;  // rank 0's
   std::atomic<int64_t> early_{0};  // atomic: read by buckets_started_early() from any thread
   absl::Mutex joined_mu_;
   // Leave reads client_ and server_ once this is true: Start set them before.

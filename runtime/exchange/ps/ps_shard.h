@@ -1,33 +1,40 @@
-// PsShard: the state of one parameter-server shard: its parameter range,
-// optimizer, global step, per-worker clocks and gradient slots; validation of
-// pushes; checkpoints. When a push is accepted and a pull may read is the
-// mode's ConsistencyRule (consistency_rule.h). No networking: the
-// gRPC service decodes chunks into StagingBuffer(worker) and calls in.
+// PsShard: one parameter-server shard: its parameter range and storage
+// (ShardParams: parameters copy-on-write with pins, optimizer state, global
+// step, version), the workers' registration, clocks, staging slots and
+// liveness, validation of pushes, and checkpoints (CheckpointPolicy). When a
+// push is accepted and a pull may read is the mode's ConsistencyRule
+// (consistency_rule.h); how accepted gradients become updates is the mode's
+// UpdatePolicy (update_policy.h: sync aggregation with pipelined rounds, or
+// immediate apply). No networking: the gRPC service and the data plane
+// decode chunks into the slot BeginStaging hands out and call in.
 //
-// Thread-safe: every public method may be called from any gRPC thread.
+// Thread-safe: every public method may be called from any gRPC thread; one
+// mutex (mu_) guards the state, the policies included.
 // Pull and WaitInitialized block (on condition variables, never spinning)
 // until their condition holds, the shard is aborted, or `cancelled()` says
 // the caller went away.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SHARD_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SHARD_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "base/clock.h"
 #include "kubetrain/v1/parameter_server.pb.h"
+#include "runtime/exchange/checkpoint_policy.h"
 #include "runtime/exchange/ps/consistency_rule.h"
 #include "runtime/exchange/ps/exchange_mode.h"
-#include "runtime/exchange/ps/reuse_pool.h"
+#include "runtime/exchange/ps/shard_params.h"
 #include "runtime/exchange/ps/shard_range.h"
+#include "runtime/exchange/ps/update_policy.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optimizer.h"
@@ -47,7 +54,9 @@ struct PsShardOptions {
   int replicas_to_aggregate = 0;  // sync: gradients per update (0 = num_workers)
   optim::OptimizerOptions optimizer;
   optim::LrScheduleOptions lr;  // total_steps comes from Initialize when 0
-  std::string checkpoint_dir;   // empty: no checkpoints
+  // Checkpoints, as checkpoint_policy.h says (a failed periodic write is
+  // logged and counted; WriteCheckpointNow returns its error).
+  std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every_steps = 0;
   double checkpoint_every_seconds = 0;
   int keep_checkpoints = 3;
@@ -59,22 +68,6 @@ struct PsShardOptions {
   // broken push rolls the round back, so it still changes nothing. Ignored
   // (pipelined() false) in other modes and with backup workers.
   bool pipeline = false;
-};
-
-// What a pipelined step's sender may send next (PsShard::WaitRound).
-struct RoundRead {
-  enum class Kind { kChunks, kRestart };
-  Kind kind = Kind::kChunks;
-  // kChunks: chunks [0, ready) of `values` are final for `attempt`; `pin`
-  // keeps them unchanged while held.
-  std::shared_ptr<const void> pin;
-  std::span<const float> values;
-  int64_t ready = 0;
-  uint64_t attempt = 0;
-  // The round committed: `values` are the parameters after it, all final.
-  bool committed = false;
-  int64_t global_step = 0;
-  bool finished = false;
 };
 
 struct RegisterInfo {
@@ -212,82 +205,61 @@ class PsShard {
     bool done = false;
     bool staging = false;
     std::string name;
-    int64_t clock = 0;        // steps completed (async/ssp); sync uses global_step
+    // Pushes accepted whole (CommitPush): async and ssp judge and report a
+    // worker by it; sync by the global step (ConsistencyRule::ReportedClock).
+    int64_t clock = 0;
     int64_t pulled_step = 0;  // global step of the parameters it last pulled
     int64_t in_flight = 0;    // calls in progress (a blocked Pull is alive)
     double last_seen = 0;
-    AlignedBuffer slot;     // staging / sync gradient slot
-    bool accepted = false;  // sync: slot holds a gradient for global_step
-    int64_t ready = 0;      // pipelined: chunks of the slot that count
-  };
-  // Pipelined mode: the sync step being applied chunk by chunk.
-  struct Round {
-    uint64_t attempt = 1;                 // changes when the round is rolled back or commits
-    int64_t applied = 0;                  // chunks of `next` written
-    std::shared_ptr<AlignedBuffer> next;  // the parameters after the step
-    std::vector<AlignedBuffer> undo;      // optimizer state before each applied chunk
+    AlignedBuffer slot;  // staging; a sync gradient waits here (UpdatePolicy)
   };
 
-  absl::Status CheckWorker(int worker) const;  // requires mu_
-  absl::Status EnsureLayoutLocked(int64_t num_params);
-  void ApplyLocked(std::span<const float> grad);
-  // The same, with the gradient made block by block (a sync step's sum).
-  void ApplyLocked(optim::Optimizer::GradientBlocks fill);
-  // Pipelined mode: applies every chunk all non-finished workers have
-  // delivered, and commits the round once all are.
-  void AdvanceRoundLocked();
-  void CommitRoundLocked();
-  void RollBackRoundLocked();
-  void MaybeCheckpointLocked();
-  absl::StatusOr<std::string> CheckpointLocked();
-  int64_t MinActiveClockLocked() const;
-  void TouchLocked(int worker);
+  absl::Status CheckWorker(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnsureLayoutLocked(int64_t num_params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot of a worker with a push staged (BeginStaging): the caller's
+  // alone until EndStaging, and allocated once before any staging, so it is
+  // read without the lock (CommitPush scans it before locking).
+  std::span<const float> StagedSlot(int worker) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // After a call into the update policy that returned `moved`: waiters
+  // wake if it moved anything, and a checkpoint is written if one is due
+  // and the global step moved past `step_before`.
+  void AfterUpdateLocked(int64_t step_before, bool moved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FillCheckpointLocked(exchange::CheckpointContents& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t MinActiveClockLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TouchLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RejectLocked(metrics::RejectReason reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_count_ >= opt_.num_workers;
+  }
 
   const PsShardOptions opt_;
   const std::unique_ptr<const ConsistencyRule> rule_;
-  const bool pipelined_;
   const Clock& clock_;
   Logger log_;
   metrics::RuntimeMetrics* const metrics_;
-  // The parameters for writing: if a reader pins them, first a copy in a
-  // buffer nobody pins, which becomes params_.
-  std::span<float> MutableParamsLocked();
-
   const double start_seconds_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  absl::Status aborted_;
-  int64_t num_params_ = 0;
-  Range range_;
-  bool initialized_ = false;
-  int64_t global_step_ = 0;
-  int64_t total_steps_ = 0;
-  uint64_t version_ = 0;  // PullResult::version
-  // The parameters, copy-on-write: a reader may pin the buffer
-  // (PullResult::pin) and send from it unlocked; an update while it is
-  // pinned moves to another buffer of params_pool_ first (MutableParams).
-  std::shared_ptr<AlignedBuffer> params_;
-  ReusePool<AlignedBuffer> params_pool_;
-  Round round_;
-  uint64_t committed_attempt_ = 0;  // the attempt of the last committed round
-  int64_t num_chunks_ = 0;
-  int64_t chunk_values_ = 0;
-  std::unique_ptr<optim::Optimizer> optimizer_;
-  // Its state buffers (fixed once made), for the rounds' per-chunk undo
-  // without a State() call per chunk.
-  std::vector<std::span<float>> optimizer_state_;
-  std::optional<optim::LrSchedule> schedule_;
-  std::vector<Worker> workers_;
-  int accepted_count_ = 0;
-  int done_count_ = 0;
-  int64_t rejected_ = 0, stale_ = 0, applied_ = 0;
-  int64_t max_ssp_lead_ = 0;
-  bool observer_seen_ = false;
-  bool observer_told_finished_ = false;
-  int64_t restored_step_ = -1;
-  int64_t last_checkpoint_step_ = 0;
-  double last_checkpoint_time_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // with mu_: the parameters, a round or the job moved
+  // Chosen from the mode (MakeUpdatePolicy); its state is guarded by mu_.
+  const std::unique_ptr<UpdatePolicy> policy_ ABSL_PT_GUARDED_BY(mu_);
+  const bool pipelined_;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  int64_t num_params_ ABSL_GUARDED_BY(mu_) = 0;
+  Range range_ ABSL_GUARDED_BY(mu_);
+  int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  ShardParams params_ ABSL_GUARDED_BY(mu_);
+  exchange::CheckpointPolicy checkpoints_ ABSL_GUARDED_BY(mu_);
+  std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
+  int done_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_ssp_lead_ ABSL_GUARDED_BY(mu_) = 0;
+  bool observer_seen_ ABSL_GUARDED_BY(mu_) = false;
+  bool observer_told_finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t restored_step_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace kubetrain::ps

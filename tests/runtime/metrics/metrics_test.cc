@@ -55,6 +55,7 @@ void RecordEverything(RuntimeMetrics& m) {
   m.AddRejectedPush(RejectReason::kNonFinite);
   m.RecordStaleness(3);
   m.RecordCheckpoint(0.2);
+  m.AddCheckpointFailure();
   m.SetGpuMemoryUsed("cuda:0", 1 << 20);
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -233,6 +234,38 @@ TEST(AllreduceExchange, AStalledRankIsNamedThenDeclaredLost) {
   }
   EXPECT_TRUE(logs0.Has("has waited")) << "no stall warning logged";
   EXPECT_TRUE(logs0.Has("for: worker-2")) << "the stall warning does not name worker-2";
+}
+
+// The checkpoint policy's rule for a failed write (checkpoint_policy.h):
+// periodic checkpoints that cannot be written (here the directory lies
+// under a regular file) are logged and training goes on; the last step's
+// checkpoint is the job's result, and its failure fails that step.
+TEST(AllreduceExchange, AFailedPeriodicCheckpointIsLoggedButTheLastStepsFailsIt) {
+  data::testing_util::TempDir dir;
+  const std::string file = dir.path() + "/not-a-directory";
+  { std::ofstream(file) << "x"; }
+  const int64_t n = 16;
+  AllreduceExchangeOptions o = Options(1, 0, FreePort());
+  o.checkpoint_dir = file + "/ckpt";
+  o.checkpoint_every_steps = 1;
+  o.checkpoint_every_seconds = 0;
+  o.total_steps = 3;
+  Logs logs;
+  AllreduceExchange ex(o, Constant(0.1f), TheClock(), logs.Sink());
+  std::vector<float> params(n, 1.0f), g(n, 0.5f);
+  absl::StatusOr<int64_t> step = ex.Start(params);
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(*step, 0);
+  for (int64_t s = 0; s < 2; ++s) {
+    absl::StatusOr<int64_t> next = ex.Step(s, g, params);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, s + 1);
+  }
+  EXPECT_TRUE(logs.Has("checkpoint at step 1 failed"));
+  EXPECT_TRUE(logs.Has("checkpoint at step 2 failed"));
+  absl::StatusOr<int64_t> last = ex.Step(2, g, params);
+  EXPECT_FALSE(last.ok());
+  EXPECT_THAT(std::string(last.status().message()), HasSubstr("not-a-directory"));
 }
 
 TEST(AllreduceExchange, ARestartedJobResumesFromRankZerosCheckpoint) {

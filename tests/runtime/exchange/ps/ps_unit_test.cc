@@ -412,6 +412,40 @@ TEST(PsShard, CheckpointsEveryTSecondsAsWellAsEveryNSteps) {
   EXPECT_FALSE(std::filesystem::exists(shard_dir + "/ckpt-000000000003.ktc"));
 }
 
+// checkpoint_policy.h's rule on the shard: a periodic checkpoint that
+// cannot be written (the directory lies under a regular file) is logged and
+// the push that made it due still succeeds; a requested one returns the
+// error.
+TEST(PsShard, AFailedPeriodicCheckpointIsLoggedAndARequestedOneFails) {
+  TempDir dir;
+  const std::string file = dir.path() + "/not-a-directory";
+  { std::ofstream(file) << "x"; }
+  PsShardOptions o;
+  o.num_workers = 1;
+  o.checkpoint_dir = file + "/ckpt";
+  o.checkpoint_every_steps = 1;
+  FakeClock clock;
+  std::vector<std::string> log;
+  PsShard shard(o, clock, [&log](const std::string& m) { log.push_back(m); });
+  ASSERT_TRUE(shard.Register(0, 16, "").ok());
+  ASSERT_TRUE(shard.BeginStaging(0, 0, true).ok());
+  ASSERT_TRUE(shard.CommitInitialize(0, 0, 100).ok());
+  shard.EndStaging(0);
+  for (int64_t step = 0; step < 2; ++step) {  // training goes on
+    ASSERT_TRUE(shard.BeginStaging(0, step, false).ok());
+    absl::StatusOr<PushResult> r = shard.CommitPush(0, step);
+    shard.EndStaging(0);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->accepted);
+    EXPECT_EQ(r->global_step, step + 1);
+  }
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr("checkpoint at step 1 failed")));
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr("checkpoint at step 2 failed")));
+  absl::StatusOr<std::string> now = shard.WriteCheckpointNow();
+  EXPECT_FALSE(now.ok());
+  EXPECT_THAT(Msg(now.status()), HasSubstr("not-a-directory"));
+}
+
 TEST(PsShard, ObserversLongPollForProgressOrTheEnd) {
   PsShardOptions o;
   o.num_workers = 1;

@@ -24,6 +24,7 @@
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/shard_client.h"
+#include "runtime/exchange/ps/shard_session.h"
 #include "runtime/exchange/ps/tcp_step_transport.h"
 #include "runtime/exchange/tcp_link.h"
 
@@ -47,10 +48,11 @@ class LoopbackShard {
     o.lr.base_lr = 0.5f;
     o.incarnation = 77;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    service_ = std::make_unique<PsService>(*shard_, "t");
+    session_ = std::make_unique<ShardSession>(*shard_, "t");
+    service_ = std::make_unique<PsService>(*session_);
     if (data_plane) {
       absl::StatusOr<std::unique_ptr<PsDataServer>> d =
-          PsDataServer::Start(*shard_, "127.0.0.1", "t");
+          PsDataServer::Start(*session_, "127.0.0.1");
       EXPECT_TRUE(d.ok()) << d.status();
       if (d.ok()) {
         data_ = std::move(*d);
@@ -78,6 +80,7 @@ class LoopbackShard {
  private:
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
+  std::unique_ptr<ShardSession> session_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<PsDataServer> data_;
   std::unique_ptr<grpc::Server> server_;
