@@ -56,7 +56,9 @@ import json, os, re, shlex, sys
 
 root, db, work, fixture, only = sys.argv[1:]
 dirs = tuple(os.path.join(root, d) + os.sep for d in ("runtime", "operator", "api"))
-entries = sorted((e for e in json.load(open(db)) if e["file"].startswith(dirs)),
+# C++ TUs only: .cu files are nvcc's (their host code is checked where it is C++).
+entries = sorted((e for e in json.load(open(db))
+                  if e["file"].startswith(dirs) and e["file"].endswith((".cc", ".cpp"))),
                  key=lambda e: e["file"])
 selected = [e for e in entries if re.search(only, e["file"])] if only else entries
 

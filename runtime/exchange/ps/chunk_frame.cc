@@ -8,8 +8,10 @@
 #include <new>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/crc32c.h"
 #include "base/half_float.h"
 #include "runtime/exchange/ps/wire_codec.h"
@@ -218,11 +220,12 @@ static_assert(sizeof(BufferHeader) <= kHeaderBytes);
 
 struct FramePool::State {
   explicit State(size_t max) : max_free(max) {}
-  ~State() {
+  // Last owner: no lock left to take.
+  ~State() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (void* b : free) std::free(b);
   }
-  std::mutex mu;
-  std::vector<void*> free;
+  absl::Mutex mu;
+  std::vector<void*> free ABSL_GUARDED_BY(mu);
   const size_t max_free;
 };
 
@@ -234,7 +237,7 @@ void ReturnBuffer(void* base) {
   std::shared_ptr<FramePool::State> st = std::move(h->state);
   h->~BufferHeader();
   {
-    std::lock_guard<std::mutex> lock(st->mu);
+    absl::MutexLock lock(&st->mu);
     if (st->free.size() < st->max_free) {
       st->free.push_back(base);
       return;
@@ -250,7 +253,7 @@ FramePool::FramePool(size_t max_free) : state_(std::make_shared<State>(max_free)
 FramePool::~FramePool() = default;
 
 size_t FramePool::idle_buffers() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  absl::MutexLock lock(&state_->mu);
   return state_->free.size();
 }
 
@@ -262,7 +265,7 @@ FramePool::Lease FramePool::Take(size_t size) {
     return l;
   }
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     if (!state_->free.empty()) {
       l.base = state_->free.back();
       state_->free.pop_back();
