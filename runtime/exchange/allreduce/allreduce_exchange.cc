@@ -106,7 +106,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   const bool on_gpu = !device_->host_memory();
   const bool test_collective = static_cast<bool>(options_.device_collective_for_test);
   const bool nccl_compiled = NcclCompiledIn() || test_collective;
-  if (absl::Status s = CheckRequestedBackend(options_.backend, on_gpu || test_collective);
+  if (absl::Status s =
+          CheckRequestedBackend(options_.backend, nccl_compiled, on_gpu || test_collective);
       !s.ok()) {
     return s;
   }

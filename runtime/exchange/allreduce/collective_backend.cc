@@ -17,13 +17,14 @@ bool NcclCompiledIn() {
 #endif
 }
 
-absl::Status CheckRequestedBackend(const std::string& requested, bool tensors_on_gpu) {
+absl::Status CheckRequestedBackend(const std::string& requested, bool nccl_compiled_in,
+                                   bool tensors_on_gpu) {
   if (requested != "auto" && requested != "ring" && requested != "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("--allreduce-backend must be auto, ring or nccl, not '", requested, "'"));
   }
   if (requested != "nccl") return absl::OkStatus();
-  if (!NcclCompiledIn()) {
+  if (!nccl_compiled_in) {
     return absl::FailedPreconditionError(
         "--allreduce-backend nccl: this build has no CUDA (KUBETRAIN_WITH_CUDA=OFF)");
   }

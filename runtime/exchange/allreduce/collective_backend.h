@@ -41,8 +41,10 @@ struct BackendChoice {
 };
 
 // This rank alone, before it joins: `requested` must be auto, ring or nccl,
-// and nccl needs a build with CUDA and this rank's tensors on a GPU.
-absl::Status CheckRequestedBackend(const std::string& requested, bool tensors_on_gpu);
+// and nccl needs NCCL (`nccl_compiled_in`: NcclCompiledIn(), or a test's
+// stand-in collective) and this rank's tensors on a GPU.
+absl::Status CheckRequestedBackend(const std::string& requested, bool nccl_compiled_in,
+                                   bool tensors_on_gpu);
 
 // The backend of a world (rank order), from what the rendezvous gathered.
 absl::StatusOr<BackendChoice> ChooseCollectiveBackend(const std::string& requested,

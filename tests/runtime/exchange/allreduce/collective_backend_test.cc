@@ -82,10 +82,15 @@ TEST(CollectiveBackend, AForcedNcclThatCannotRunIsAPermanentErrorNamingWhy) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Choose("gloo", {{"worker-0", ""}}).status().code(), absl::StatusCode::kInvalidArgument);
   // A rank alone refuses what it can already tell is impossible.
-  EXPECT_EQ(CheckRequestedBackend("nccl", /*tensors_on_gpu=*/false).code(),
+  EXPECT_EQ(CheckRequestedBackend("nccl", true, /*tensors_on_gpu=*/false).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(CheckRequestedBackend("ring", false).ok());
-  EXPECT_EQ(CheckRequestedBackend("mpi", true).code(), absl::StatusCode::kInvalidArgument);
+  // A build without CUDA refuses nccl whatever the tensors.
+  absl::Status no_cuda = CheckRequestedBackend("nccl", /*nccl_compiled_in=*/false, true);
+  EXPECT_EQ(no_cuda.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(no_cuda.message()), HasSubstr("this build has no CUDA"));
+  EXPECT_TRUE(CheckRequestedBackend("nccl", true, true).ok());
+  EXPECT_TRUE(CheckRequestedBackend("ring", false, false).ok());
+  EXPECT_EQ(CheckRequestedBackend("mpi", true, true).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Two ranks on one GPU (kubetrain run on a one-GPU workstation): the world
