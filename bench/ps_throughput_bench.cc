@@ -4,7 +4,7 @@
 //   build/bench/kubetrain_ps_bench --quick    (64 MB only)
 //
 // Each cell starts 1 or 2 in-process parameter-server shards (PsShard +
-// ShardSession + PsService on 127.0.0.1:0, sgd with momentum 0) and W worker threads, each
+// ShardSession + GrpcShardServer on 127.0.0.1:0, sgd with momentum 0) and W worker threads, each
 // with its own PsExchange (its own channels, so its own TCP connections).
 // A worker step pushes the gradient and pulls the parameters: 2 * 4 bytes
 // per parameter (2 * 2 with --wire-dtype=fp16). The TCP peer runs W client threads, each with its
@@ -58,12 +58,12 @@
 #include "base/clock.h"
 #include "base/crc32c.h"
 #include "runtime/exchange/grpc_util.h"
-#include "runtime/exchange/ps/ps_data_server.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
-#include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/ps/shard_session.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/tcp_shard_server.h"
+#include "runtime/exchange/ps/wire_values.h"
 #include "runtime/tensor/kernels/optimizer_update.h"
 
 namespace kubetrain::ps {
@@ -91,7 +91,7 @@ double ProcessCpuSeconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// One shard served on an ephemeral loopback port (as in ps_service_test).
+// One shard served on an ephemeral loopback port (as in grpc_shard_server_test).
 class LoopbackShard {
  public:
   // `tcp`: the direct TCP data plane beside gRPC, as RunParameterServer
@@ -113,9 +113,10 @@ class LoopbackShard {
     o.pipeline = pipeline;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     session_ = std::make_unique<ShardSession>(*shard_, "");
-    service_ = std::make_unique<PsService>(*session_);
+    service_ = std::make_unique<GrpcShardServer>(*session_);
     if (tcp) {
-      absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(*session_, "127.0.0.1");
+      absl::StatusOr<std::unique_ptr<TcpShardServer>> d =
+          TcpShardServer::Start(*session_, "127.0.0.1");
       if (!d.ok()) Die(std::string(d.status().message()));
       data_ = std::move(*d);
       service_->set_data_port(data_->port());
@@ -143,8 +144,8 @@ class LoopbackShard {
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
   std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<PsService> service_;
-  std::unique_ptr<PsDataServer> data_;
+  std::unique_ptr<GrpcShardServer> service_;
+  std::unique_ptr<TcpShardServer> data_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -27,7 +27,7 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_server.h"
 #include "runtime/exchange/ps/shard_client.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/wire_values.h"
 #include "runtime/exchange/staged_exchange.h"
 #include "runtime/exchange/tcp_link.h"
 #include "runtime/launcher/signal_watcher.h"

@@ -1,5 +1,5 @@
 // GrpcStepTransport: a worker's steps to one parameter-server shard on the
-// shard's gRPC PushPull stream (frames in chunk_frame.h), opened on first
+// shard's gRPC PushPull stream (frames in grpc_frame.h), opened on first
 // use and kept open for the whole job: per step a push (its last message
 // carries the pull request) and the pull the shard answers once its rule
 // allows it, so a step costs one round trip and no call set-up. Each frame
@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
 #include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/step_transport.h"
 

@@ -3,7 +3,7 @@
 // attaches it to its absl::Status as a payload (WithPsRefusal); each
 // transport carries it as a typed field (gRPC: a kubetrain.v1.PsRefusalDetail
 // in the status details, grpc_util.h; the direct TCP data plane: the refusal
-// byte of its Answer, data_plane_wire.h); the worker reads it with
+// byte of its Answer, tcp_wire_format.h); the worker reads it with
 // PsRefusalOf. Messages stay for people: nothing parses them.
 // Pure functions; thread-safe.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_REFUSAL_H_

@@ -10,9 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "api/exit_codes.h"
 #include "base/stop_signals.h"
-#include "runtime/exchange/ps/ps_data_server.h"
-#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 #include "runtime/exchange/ps/shard_session.h"
+#include "runtime/exchange/ps/tcp_shard_server.h"
 #include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {
@@ -33,8 +33,8 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     return kExitPermanent;
   }
   ShardSession session(shard, options.token, options.metrics);
-  PsService service(session);
-  std::unique_ptr<PsDataServer> data_server;
+  GrpcShardServer service(session);
+  std::unique_ptr<TcpShardServer> data_server;
   if (options.data_plane) {
     std::string host;
     int ignored = 0;
@@ -43,7 +43,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
       log(absl::StrCat("error: ", s.message()));
       return kExitPermanent;
     }
-    absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(session, host);
+    absl::StatusOr<std::unique_ptr<TcpShardServer>> d = TcpShardServer::Start(session, host);
     if (!d.ok()) {
       log(absl::StrCat("error: ", d.status().message()));
       return kExitPermanent;

@@ -26,7 +26,7 @@ struct PsServerOptions {
   PsShardOptions shard;
   std::string token;  // api::kEnvJobToken; empty disables the check
   double peer_timeout_seconds = 120;
-  // Serve workers' steps on the direct TCP data plane too (PsDataServer, on
+  // Serve workers' steps on the direct TCP data plane too (TcpShardServer, on
   // an ephemeral port of the listen address's host, advertised at
   // registration); false: gRPC only (--ps-data-plane grpc).
   bool data_plane = true;

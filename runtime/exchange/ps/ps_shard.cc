@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "runtime/exchange/checkpoint.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 
 namespace kubetrain::ps {
 

@@ -1,7 +1,7 @@
 #include "runtime/exchange/ps/pull_reader.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
 
 namespace kubetrain::ps {
 

@@ -1,4 +1,4 @@
-// ReadPull: a pull's frames from a gRPC stream (chunk_frame.h) into the
+// ReadPull: a pull's frames from a gRPC stream (grpc_frame.h) into the
 // caller's range. The one decoder of pulled parameters on the worker side:
 // the gRPC step transport's PushPull stream and ShardClient's Pull call both
 // read with it. Pure; thread-compatible.

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/exchange/grpc_util.h"
-#include "runtime/exchange/ps/chunk_frame.h"
-#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/grpc_frame.h"
+#include "runtime/exchange/ps/grpc_methods.h"
 #include "runtime/exchange/ps/pull_reader.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/wire_values.h"
 
 namespace kubetrain::ps {
 

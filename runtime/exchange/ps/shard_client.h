@@ -2,7 +2,7 @@
 // parameter-server shard, for everything but the steps: registration,
 // initialisation, the observer's pull, Done, GetStatus and Checkpoint. Adds
 // the job token to every call. Initialize and Pull carry tensors as
-// hand-encoded frames (chunk_frame.h): one copy each way, fused with the
+// hand-encoded frames (grpc_frame.h): one copy each way, fused with the
 // CRC. A worker's steps go through a StepTransport (step_transport.h),
 // which borrows this client's channel and its GetStatus. Keeps no training
 // state. Thread-safe: each call has its own context.
@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.grpc.pb.h"
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
 #include "runtime/exchange/ps/step_transport.h"
 
 namespace kubetrain::ps {

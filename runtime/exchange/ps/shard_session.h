@@ -1,7 +1,7 @@
 // ShardSession: the server side of a parameter-server step, written once
 // for every transport that carries it (as ps-lite's KVServer serves
-// whatever Van brings). The gRPC service (ps_service.h) and the direct TCP
-// data plane (ps_data_server.h) only frame: they parse their bytes, hand
+// whatever Van brings). The gRPC service (grpc_shard_server.h) and the direct TCP
+// data plane (tcp_shard_server.h) only frame: they parse their bytes, hand
 // the session what a step says (who pushes, for which step and
 // incarnation, where each chunk goes, its NaN/Inf count and checksum), and
 // write back what it answers. Every check of a step is here:

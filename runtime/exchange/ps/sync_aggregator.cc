@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::ps {

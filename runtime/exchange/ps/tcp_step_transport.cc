@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
 #include "base/half_float.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -20,7 +20,7 @@ namespace wire = data_plane;
 // The shard answered its gRPC registration just before: its host is up, so
 // a data port that does not answer this soon is filtered.
 constexpr double kConnectSeconds = 3;
-// As PsDataServer's: a receive waiting on a shard whose host vanished fails
+// As TcpShardServer's: a receive waiting on a shard whose host vanished fails
 // about as soon as gRPC's keepalive would say so.
 constexpr int kKeepAliveIdle = 20, kKeepAliveInterval = 5, kKeepAliveCount = 2;
 // A step that waits longer than this asks the shard whether it restarted; a

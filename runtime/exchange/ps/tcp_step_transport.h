@@ -1,5 +1,5 @@
 // TcpStepTransport: a worker's steps to one parameter-server shard over
-// the shard's direct TCP data plane (data_plane_wire.h, ps_data_server.h).
+// the shard's direct TCP data plane (tcp_wire_format.h, tcp_shard_server.h).
 // The shard offers its data port at registration; steps then go over one
 // TCP connection, opened on first use and kept: the gradient is sent
 // straight from the caller's buffer and the parameters received straight
@@ -32,9 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.pb.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/step_transport.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {

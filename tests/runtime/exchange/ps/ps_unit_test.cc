@@ -12,13 +12,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/checkpoint.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_shard.h"
 #include "runtime/exchange/ps/shard_range.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
+#include "runtime/exchange/ps/wire_values.h"
 #include "runtime/tensor/denormals.h"
 #include "tests/support/denormal_mode.h"
 #include "tests/support/temp_files.h"
+#include "tests/support/tensor_chunk_codec.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::ps {

@@ -14,9 +14,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/ps_shard.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/metrics/metric_names.h"
 #include "runtime/metrics/runtime_metrics.h"
 

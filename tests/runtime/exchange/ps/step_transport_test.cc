@@ -18,13 +18,13 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 #include "runtime/exchange/ps/grpc_step_transport.h"
-#include "runtime/exchange/ps/ps_data_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
-#include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/shard_session.h"
+#include "runtime/exchange/ps/tcp_shard_server.h"
 #include "runtime/exchange/ps/tcp_step_transport.h"
 #include "runtime/exchange/tcp_link.h"
 
@@ -49,10 +49,10 @@ class LoopbackShard {
     o.incarnation = 77;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     session_ = std::make_unique<ShardSession>(*shard_, "t");
-    service_ = std::make_unique<PsService>(*session_);
+    service_ = std::make_unique<GrpcShardServer>(*session_);
     if (data_plane) {
-      absl::StatusOr<std::unique_ptr<PsDataServer>> d =
-          PsDataServer::Start(*session_, "127.0.0.1");
+      absl::StatusOr<std::unique_ptr<TcpShardServer>> d =
+          TcpShardServer::Start(*session_, "127.0.0.1");
       EXPECT_TRUE(d.ok()) << d.status();
       if (d.ok()) {
         data_ = std::move(*d);
@@ -81,8 +81,8 @@ class LoopbackShard {
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
   std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<PsService> service_;
-  std::unique_ptr<PsDataServer> data_;
+  std::unique_ptr<GrpcShardServer> service_;
+  std::unique_ptr<TcpShardServer> data_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/sync_rule.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "tests/runtime/exchange/ps/update_policy_test_util.h"
 
 namespace kubetrain::ps {

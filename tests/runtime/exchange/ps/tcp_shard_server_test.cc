@@ -4,6 +4,8 @@
 // nothing; an unreachable data port falls back to gRPC; Stop() frees a
 // worker waiting at the sync barrier, and a step waiting on a shard that
 // restarted behind a silent connection ends soon. Also the wire format's checks.
+#include "runtime/exchange/ps/tcp_shard_server.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -25,14 +27,13 @@
 #include "base/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
-#include "runtime/exchange/ps/ps_data_server.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
-#include "runtime/exchange/ps/ps_service.h"
 #include "runtime/exchange/ps/shard_client.h"
 #include "runtime/exchange/ps/shard_session.h"
 #include "runtime/exchange/ps/tcp_step_transport.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/exchange/tcp_link.h"
 #include "tests/support/wait_for.h"
 
@@ -62,9 +63,10 @@ class Shard {
     o.incarnation = kIncarnation;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     session_ = std::make_unique<ShardSession>(*shard_, token);
-    service_ = std::make_unique<PsService>(*session_);
+    service_ = std::make_unique<GrpcShardServer>(*session_);
     if (tcp) {
-      absl::StatusOr<std::unique_ptr<PsDataServer>> d = PsDataServer::Start(*session_, "127.0.0.1");
+      absl::StatusOr<std::unique_ptr<TcpShardServer>> d =
+          TcpShardServer::Start(*session_, "127.0.0.1");
       EXPECT_TRUE(d.ok()) << d.status();
       data_ = std::move(*d);
       service_->set_data_port(data_->port());
@@ -91,14 +93,14 @@ class Shard {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string data_address() const { return "127.0.0.1:" + std::to_string(data_->port()); }
   PsShard& shard() { return *shard_; }
-  PsDataServer& data() { return *data_; }
+  TcpShardServer& data() { return *data_; }
 
  private:
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
   std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<PsService> service_;
-  std::unique_ptr<PsDataServer> data_;
+  std::unique_ptr<GrpcShardServer> service_;
+  std::unique_ptr<TcpShardServer> data_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/data_plane_wire.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 
 #include <algorithm>
 #include <bit>

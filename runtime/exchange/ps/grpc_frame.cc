@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
 
 #include <grpc/slice.h>
 
@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/crc32c.h"
 #include "base/half_float.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/wire_values.h"
 
 namespace kubetrain::ps {
 namespace {

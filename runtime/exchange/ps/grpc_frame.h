@@ -15,8 +15,8 @@
 // of the bytes in the same pass. Decoding copies them once, from the
 // received slices into the caller's buffer, checking the size and the
 // CRC-32C and counting NaN/Inf in the same pass. Thread-compatible.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_CHUNK_FRAME_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_PS_CHUNK_FRAME_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_FRAME_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_FRAME_H_
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -114,8 +114,7 @@ class ReceivedFrame {
   // elements: checks the dtype, the byte size and the CRC-32C, and adds the
   // number of NaN/Inf values to *nonfinite (when not null). On a checksum
   // failure `out` holds garbage: callers discard it (a failed push is never
-  // committed; a failed pull is retried). Errors name the chunk's offset,
-  // as DecodeChunk's do.
+  // committed; a failed pull is retried). Errors name the chunk's offset.
   absl::Status DecodeInto(std::span<float> out, int64_t* nonfinite) const;
 
  private:
@@ -139,4 +138,4 @@ class ReceivedFrame {
 
 }  // namespace kubetrain::ps
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_CHUNK_FRAME_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_FRAME_H_

@@ -1,7 +1,7 @@
 // The hand-written tensor frames against protobuf's own encoding of the same
 // messages (both directions, any slicing of the received bytes), and every
 // way a frame can be wrong.
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
 
 #include <cmath>
 #include <string>
@@ -9,7 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/wire_values.h"
+#include "tests/support/tensor_chunk_codec.h"
 
 namespace kubetrain::ps {
 namespace {

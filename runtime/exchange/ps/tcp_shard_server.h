@@ -1,5 +1,5 @@
-// PsDataServer: the direct TCP data plane of one parameter-server shard
-// (data_plane_wire.h): framing only, each step served by the ShardSession
+// TcpShardServer: the direct TCP data plane of one parameter-server shard
+// (tcp_wire_format.h): framing only, each step served by the ShardSession
 // (shard_session.h) that checks, stages, commits and reads. It listens on
 // an ephemeral port beside the gRPC service, which advertises the port in
 // RegisterResponse.data_port, and runs each worker's steps on that worker's
@@ -29,8 +29,8 @@
 //
 // Thread-safe. Stop() (and the destructor) closes the listener, wakes every
 // connection and joins the threads.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_SHARD_SERVER_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_SHARD_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -43,23 +43,23 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/reuse_pool.h"
 #include "runtime/exchange/ps/shard_session.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/exchange/tcp_link.h"
 
 namespace kubetrain::ps {
 
-class PsDataServer {
+class TcpShardServer {
  public:
   // Listens on `host` ("0.0.0.0", "127.0.0.1", "::"), an ephemeral port.
   // `session` (borrowed) checks the job token, serves the steps and counts
-  // the bytes moved, as for PsService.
-  static absl::StatusOr<std::unique_ptr<PsDataServer>> Start(ShardSession& session,
-                                                             const std::string& host);
-  ~PsDataServer();
-  PsDataServer(const PsDataServer&) = delete;
-  PsDataServer& operator=(const PsDataServer&) = delete;
+  // the bytes moved, as for GrpcShardServer.
+  static absl::StatusOr<std::unique_ptr<TcpShardServer>> Start(ShardSession& session,
+                                                               const std::string& host);
+  ~TcpShardServer();
+  TcpShardServer(const TcpShardServer&) = delete;
+  TcpShardServer& operator=(const TcpShardServer&) = delete;
 
   int port() const { return port_; }
   // 4 per training replica (a worker reconnecting while its old connection
@@ -78,7 +78,7 @@ class PsDataServer {
     std::atomic<bool> done{false};
   };
 
-  PsDataServer(ShardSession& session, exchange::TcpListener listener);
+  TcpShardServer(ShardSession& session, exchange::TcpListener listener);
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void Serve(Connection& c);
   // A connection's buffers: a duplicate push's floats land in `floats`;
@@ -144,4 +144,4 @@ class PsDataServer {
 
 }  // namespace kubetrain::ps
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_DATA_SERVER_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_SHARD_SERVER_H_

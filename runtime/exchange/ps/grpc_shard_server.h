@@ -1,5 +1,5 @@
-// PsService: the gRPC face of one shard: framing only. It reads the job
-// token from the call's metadata and each frame (chunk_frame.h), hands the
+// GrpcShardServer: the gRPC face of one shard: framing only. It reads the job
+// token from the call's metadata and each frame (grpc_frame.h), hands the
 // step to the ShardSession (shard_session.h: every check, the staging, the
 // commit and the read), decodes gradient chunks from the received slices
 // straight where the session places them (one copy, with the CRC and the
@@ -7,7 +7,7 @@
 //
 // The service is kubetrain.v1.ParameterServer (parameter_server.proto),
 // registered by hand: Initialize, Push and Pull carry grpc::ByteBuffer
-// frames (chunk_frame.h), which are byte-for-byte the protobuf encoding of
+// frames (grpc_frame.h), which are byte-for-byte the protobuf encoding of
 // PushMessage/PullMessage, so clients built on the generated stubs work
 // unchanged; the other methods use the generated messages.
 //
@@ -18,8 +18,8 @@
 // worker pulling that version (all of them, in sync mode) is sent the same
 // slices.
 // Thread-safe: gRPC calls it from many threads.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_SHARD_SERVER_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_SHARD_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/service_type.h>
@@ -36,33 +36,24 @@
 #include "absl/synchronization/mutex.h"
 #include "kubetrain/v1/parameter_server.pb.h"
 #include "runtime/exchange/grpc_util.h"
-#include "runtime/exchange/ps/chunk_frame.h"
+#include "runtime/exchange/ps/grpc_frame.h"
+#include "runtime/exchange/ps/grpc_methods.h"
 #include "runtime/exchange/ps/shard_session.h"
 
 namespace kubetrain::ps {
 
-// Full method names of kubetrain.v1.ParameterServer.
-inline constexpr char kPsRegisterMethod[] = "/kubetrain.v1.ParameterServer/Register";
-inline constexpr char kPsInitializeMethod[] = "/kubetrain.v1.ParameterServer/Initialize";
-inline constexpr char kPsPushMethod[] = "/kubetrain.v1.ParameterServer/Push";
-inline constexpr char kPsPullMethod[] = "/kubetrain.v1.ParameterServer/Pull";
-inline constexpr char kPsPushPullMethod[] = "/kubetrain.v1.ParameterServer/PushPull";
-inline constexpr char kPsDoneMethod[] = "/kubetrain.v1.ParameterServer/Done";
-inline constexpr char kPsCheckpointMethod[] = "/kubetrain.v1.ParameterServer/Checkpoint";
-inline constexpr char kPsGetStatusMethod[] = "/kubetrain.v1.ParameterServer/GetStatus";
-
-class PsService final : public grpc::Service {
+class GrpcShardServer final : public grpc::Service {
  public:
   // `session` (borrowed) checks the job token, serves the steps and counts
   // the bytes moved.
-  explicit PsService(ShardSession& session);
+  explicit GrpcShardServer(ShardSession& session);
 
-  // The port of this shard's direct TCP data plane (PsDataServer), told to
+  // The port of this shard's direct TCP data plane (TcpShardServer), told to
   // workers at registration; 0 (the default) advertises none. May change
   // while serving (tests point workers at another data plane).
   void set_data_port(int port) { data_port_ = port; }
   // Whether to tell workers the data plane takes fp16 steps (true: every
-  // PsDataServer does). False only acts as a shard from before that did.
+  // TcpShardServer does). False only acts as a shard from before that did.
   void set_data_plane_fp16(bool yes) { data_plane_fp16_ = yes; }
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
@@ -124,4 +115,4 @@ class PsService final : public grpc::Service {
 
 }  // namespace kubetrain::ps
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVICE_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_GRPC_SHARD_SERVER_H_

@@ -1,25 +1,19 @@
-#include "runtime/exchange/ps/wire_codec.h"
+#include "tests/support/tensor_chunk_codec.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
+#include <string>
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
+#include "base/half_float.h"
+#include "runtime/exchange/ps/wire_values.h"
 
 namespace kubetrain::ps {
 
-absl::StatusOr<v1::WireDType> ParseWireDType(const std::string& name) {
-  if (name == "fp32") return v1::WIRE_DTYPE_F32;
-  if (name == "fp16") return v1::WIRE_DTYPE_F16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown wire dtype '", name, "' (known: fp32, fp16)"));
+static uint32_t Checksum(const std::string& bytes) {
+  return base::Crc32c(bytes.data(), bytes.size());
 }
-
-size_t WireBytesPerElement(v1::WireDType dtype) { return dtype == v1::WIRE_DTYPE_F16 ? 2 : 4; }
-
-static uint32_t Checksum(const std::string& bytes) { return base::Crc32c(bytes.data(), bytes.size()); }
 
 // Copies and checksums in blocks that stay in cache, so the checksum reads
 // what the copy just touched instead of making a second pass over memory.
@@ -82,16 +76,6 @@ absl::Status DecodeChunk(const v1::TensorChunk& chunk, std::span<float> out) {
     return corrupt();
   }
   return absl::OkStatus();
-}
-
-int64_t CountNonFinite(const float* v, size_t n) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof(bits));
-    bad += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
-  }
-  return bad;
 }
 
 }  // namespace kubetrain::ps

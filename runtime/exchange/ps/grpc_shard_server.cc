@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/impl/rpc_service_method.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/exchange/ps/chunk_frame.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/grpc_frame.h"
+#include "runtime/exchange/ps/wire_values.h"
 
 namespace kubetrain::ps {
 
@@ -21,23 +21,26 @@ using grpc::internal::RpcMethod;
 using grpc::internal::RpcServiceMethod;
 
 template <typename Req, typename Resp>
-RpcServiceMethod* Unary(const char* name, PsService* service,
-                        grpc::Status (PsService::*fn)(grpc::ServerContext*, const Req*, Resp*)) {
+RpcServiceMethod* Unary(const char* name, GrpcShardServer* service,
+                        grpc::Status (GrpcShardServer::*fn)(grpc::ServerContext*, const Req*,
+                                                            Resp*)) {
   return new RpcServiceMethod(name, RpcMethod::NORMAL_RPC,
-                              new grpc::internal::RpcMethodHandler<PsService, Req, Resp>(
-                                  [fn](PsService* s, grpc::ServerContext* ctx, const Req* req,
+                              new grpc::internal::RpcMethodHandler<GrpcShardServer, Req, Resp>(
+                                  [fn](GrpcShardServer* s, grpc::ServerContext* ctx, const Req* req,
                                        Resp* resp) { return (s->*fn)(ctx, req, resp); },
                                   service));
 }
 
-RpcServiceMethod* Receive(const char* name, PsService* service,
-                          grpc::Status (PsService::*fn)(grpc::ServerContext*,
-                                                        grpc::ServerReader<grpc::ByteBuffer>*,
-                                                        v1::PushResponse*)) {
+RpcServiceMethod* Receive(const char* name, GrpcShardServer* service,
+                          grpc::Status (GrpcShardServer::*fn)(grpc::ServerContext*,
+                                                              grpc::ServerReader<grpc::ByteBuffer>*,
+                                                              v1::PushResponse*)) {
   return new RpcServiceMethod(
       name, RpcMethod::CLIENT_STREAMING,
-      new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
-          [fn](PsService* s, grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* r,
+      new grpc::internal::ClientStreamingHandler<GrpcShardServer, grpc::ByteBuffer,
+                                                 v1::PushResponse>(
+          [fn](GrpcShardServer* s, grpc::ServerContext* ctx,
+               grpc::ServerReader<grpc::ByteBuffer>* r,
                v1::PushResponse* resp) { return (s->*fn)(ctx, r, resp); },
           service));
 }
@@ -52,41 +55,42 @@ absl::string_view PresentedToken(const grpc::ServerContext& ctx) {
 
 }  // namespace
 
-PsService::PsService(ShardSession& session) : session_(session) {
+GrpcShardServer::GrpcShardServer(ShardSession& session) : session_(session) {
   // gRPC owns the methods (grpc::Service deletes them).
-  AddMethod(Unary(kPsRegisterMethod, this, &PsService::Register));
-  AddMethod(Receive(kPsInitializeMethod, this, &PsService::Initialize));
-  AddMethod(Receive(kPsPushMethod, this, &PsService::Push));
+  AddMethod(Unary(kPsRegisterMethod, this, &GrpcShardServer::Register));
+  AddMethod(Receive(kPsInitializeMethod, this, &GrpcShardServer::Initialize));
+  AddMethod(Receive(kPsPushMethod, this, &GrpcShardServer::Push));
   AddMethod(new RpcServiceMethod(
       kPsPullMethod, RpcMethod::SERVER_STREAMING,
-      new grpc::internal::ServerStreamingHandler<PsService, v1::PullRequest, grpc::ByteBuffer>(
-          [](PsService* s, grpc::ServerContext* ctx, const v1::PullRequest* req,
+      new grpc::internal::ServerStreamingHandler<GrpcShardServer, v1::PullRequest,
+                                                 grpc::ByteBuffer>(
+          [](GrpcShardServer* s, grpc::ServerContext* ctx, const v1::PullRequest* req,
              grpc::ServerWriter<grpc::ByteBuffer>* w) { return s->Pull(ctx, req, w); },
           this)));
   AddMethod(new RpcServiceMethod(
       kPsPushPullMethod, RpcMethod::BIDI_STREAMING,
-      new grpc::internal::BidiStreamingHandler<PsService, grpc::ByteBuffer, grpc::ByteBuffer>(
-          [](PsService* s, grpc::ServerContext* ctx,
+      new grpc::internal::BidiStreamingHandler<GrpcShardServer, grpc::ByteBuffer, grpc::ByteBuffer>(
+          [](GrpcShardServer* s, grpc::ServerContext* ctx,
              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
             return s->PushPull(ctx, stream);
           },
           this)));
-  AddMethod(Unary(kPsDoneMethod, this, &PsService::Done));
-  AddMethod(Unary(kPsCheckpointMethod, this, &PsService::Checkpoint));
-  AddMethod(Unary(kPsGetStatusMethod, this, &PsService::GetStatus));
+  AddMethod(Unary(kPsDoneMethod, this, &GrpcShardServer::Done));
+  AddMethod(Unary(kPsCheckpointMethod, this, &GrpcShardServer::Checkpoint));
+  AddMethod(Unary(kPsGetStatusMethod, this, &GrpcShardServer::GetStatus));
 }
 
-grpc::Status PsService::AdmitWriter(const grpc::ServerContext& ctx, const char* call) {
+grpc::Status GrpcShardServer::AdmitWriter(const grpc::ServerContext& ctx, const char* call) {
   return ToGrpc(
       session_.AdmitWriter(PresentedToken(ctx), absl::StrCat(call, " from ", ctx.peer())));
 }
 
-grpc::Status PsService::AdmitReader(const grpc::ServerContext& ctx) {
+grpc::Status GrpcShardServer::AdmitReader(const grpc::ServerContext& ctx) {
   return ToGrpc(session_.AdmitReader(PresentedToken(ctx)));
 }
 
-grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
-                                 v1::RegisterResponse* resp) {
+grpc::Status GrpcShardServer::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                                       v1::RegisterResponse* resp) {
   if (grpc::Status s = AdmitWriter(*ctx, "register"); !s.ok()) return s;
   PsShard& shard = session_.shard();
   absl::StatusOr<RegisterInfo> info =
@@ -109,9 +113,9 @@ grpc::Status PsService::Register(grpc::ServerContext* ctx, const v1::RegisterReq
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
-                                    grpc::ServerReader<grpc::ByteBuffer>* reader, bool initialize,
-                                    v1::PushResponse* resp) {
+grpc::Status GrpcShardServer::ReceiveInto(grpc::ServerContext* ctx,
+                                          grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                          bool initialize, v1::PushResponse* resp) {
   if (grpc::Status s = AdmitWriter(*ctx, "push"); !s.ok()) return s;
   grpc::ByteBuffer buffer;
   absl::StatusOr<ReceivedFrame> frame = absl::InvalidArgumentError("empty stream");
@@ -121,10 +125,10 @@ grpc::Status PsService::ReceiveInto(grpc::ServerContext* ctx,
       /*pull=*/nullptr, resp);
 }
 
-grpc::Status PsService::ReceivePush(absl::StatusOr<ReceivedFrame> frame,
-                                    const std::function<bool(grpc::ByteBuffer*)>& read,
-                                    bool initialize, std::optional<v1::PullRequest>* pull,
-                                    v1::PushResponse* resp) {
+grpc::Status GrpcShardServer::ReceivePush(absl::StatusOr<ReceivedFrame> frame,
+                                          const std::function<bool(grpc::ByteBuffer*)>& read,
+                                          bool initialize, std::optional<v1::PullRequest>* pull,
+                                          v1::PushResponse* resp) {
   const bool whole_stream = pull == nullptr;
   if (!frame.ok() || !frame->header().has_value()) {
     const std::string why =
@@ -195,19 +199,20 @@ grpc::Status PsService::ReceivePush(absl::StatusOr<ReceivedFrame> frame,
   return answer(*committed);
 }
 
-grpc::Status PsService::Initialize(grpc::ServerContext* ctx,
-                                   grpc::ServerReader<grpc::ByteBuffer>* reader,
-                                   v1::PushResponse* resp) {
+grpc::Status GrpcShardServer::Initialize(grpc::ServerContext* ctx,
+                                         grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                         v1::PushResponse* resp) {
   return ReceiveInto(ctx, reader, /*initialize=*/true, resp);
 }
 
-grpc::Status PsService::Push(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* reader,
-                             v1::PushResponse* resp) {
+grpc::Status GrpcShardServer::Push(grpc::ServerContext* ctx,
+                                   grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                   v1::PushResponse* resp) {
   return ReceiveInto(ctx, reader, /*initialize=*/false, resp);
 }
 
-grpc::Status PsService::ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
-                                   std::shared_ptr<const PullFrames>* out) {
+grpc::Status GrpcShardServer::ReadFrames(grpc::ServerContext* ctx, const v1::PullRequest& req,
+                                         std::shared_ptr<const PullFrames>* out) {
   const v1::WireDType dtype =
       req.dtype() == v1::WIRE_DTYPE_UNSPECIFIED ? v1::WIRE_DTYPE_F32 : req.dtype();
   if (dtype != v1::WIRE_DTYPE_F32 && dtype != v1::WIRE_DTYPE_F16) {
@@ -251,8 +256,8 @@ grpc::Status PsService::ReadFrames(grpc::ServerContext* ctx, const v1::PullReque
   return ToGrpc(r.status());
 }
 
-grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                             grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+grpc::Status GrpcShardServer::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
+                                   grpc::ServerWriter<grpc::ByteBuffer>* writer) {
   if (grpc::Status s = AdmitReader(*ctx); !s.ok()) return s;
   std::shared_ptr<const PullFrames> frames;
   if (grpc::Status s = ReadFrames(ctx, *req, &frames); !s.ok()) return s;
@@ -263,7 +268,7 @@ grpc::Status PsService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* re
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::PushPull(
+grpc::Status GrpcShardServer::PushPull(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   if (grpc::Status s = AdmitWriter(*ctx, "push"); !s.ok()) return s;
@@ -288,15 +293,15 @@ grpc::Status PsService::PushPull(
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
-                             v1::DoneResponse* resp) {
+grpc::Status GrpcShardServer::Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
+                                   v1::DoneResponse* resp) {
   if (grpc::Status s = AdmitReader(*ctx); !s.ok()) return s;
   resp->set_job_finished(session_.shard().Done(req->worker()));
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
-                                   v1::CheckpointResponse* resp) {
+grpc::Status GrpcShardServer::Checkpoint(grpc::ServerContext* ctx, const v1::CheckpointRequest* req,
+                                         v1::CheckpointResponse* resp) {
   if (grpc::Status s = AdmitReader(*ctx); !s.ok()) return s;
   absl::StatusOr<std::string> path = session_.shard().WriteCheckpointNow();
   if (!path.ok()) return ToGrpc(path.status());
@@ -305,8 +310,8 @@ grpc::Status PsService::Checkpoint(grpc::ServerContext* ctx, const v1::Checkpoin
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest* req,
-                                  v1::StatusResponse* resp) {
+grpc::Status GrpcShardServer::GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest* req,
+                                        v1::StatusResponse* resp) {
   if (grpc::Status s = AdmitReader(*ctx); !s.ok()) return s;
   *resp = session_.shard().Status();
   return grpc::Status::OK;

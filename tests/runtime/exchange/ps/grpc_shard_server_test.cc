@@ -1,7 +1,7 @@
 // The parameter-server service over real gRPC on loopback: authentication,
 // every kind of malformed push (refused, counted, the PS keeps serving),
 // fp16 on the wire, and PsExchange against two shards.
-#include "runtime/exchange/ps/ps_service.h"
+#include "runtime/exchange/ps/grpc_shard_server.h"
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
@@ -22,8 +22,9 @@
 #include "runtime/exchange/ps/ps_exchange.h"
 #include "runtime/exchange/ps/ps_refusal.h"
 #include "runtime/exchange/ps/shard_client.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/wire_values.h"
 #include "tests/support/temp_files.h"
+#include "tests/support/tensor_chunk_codec.h"
 
 namespace kubetrain::ps {
 namespace {
@@ -33,45 +34,49 @@ using ::testing::HasSubstr;
 constexpr int64_t kParams = 1000;
 
 // The service as servers were before PushPull: every other method of
-// PsService, registered the same way.
+// GrpcShardServer, registered the same way.
 class ServiceWithoutPushPull final : public grpc::Service {
  public:
-  explicit ServiceWithoutPushPull(PsService& ps) {
+  explicit ServiceWithoutPushPull(GrpcShardServer& ps) {
     using grpc::internal::RpcMethod;
     using grpc::internal::RpcServiceMethod;
     using Reader = grpc::ServerReader<grpc::ByteBuffer>;
     using Writer = grpc::ServerWriter<grpc::ByteBuffer>;
     AddMethod(new RpcServiceMethod(
         kPsRegisterMethod, RpcMethod::NORMAL_RPC,
-        new grpc::internal::RpcMethodHandler<PsService, v1::RegisterRequest, v1::RegisterResponse>(
-            [](PsService* p, grpc::ServerContext* c, const v1::RegisterRequest* q,
+        new grpc::internal::RpcMethodHandler<GrpcShardServer, v1::RegisterRequest,
+                                             v1::RegisterResponse>(
+            [](GrpcShardServer* p, grpc::ServerContext* c, const v1::RegisterRequest* q,
                v1::RegisterResponse* r) { return p->Register(c, q, r); },
             &ps)));
     AddMethod(new RpcServiceMethod(
         kPsInitializeMethod, RpcMethod::CLIENT_STREAMING,
-        new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
-            [](PsService* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
+        new grpc::internal::ClientStreamingHandler<GrpcShardServer, grpc::ByteBuffer,
+                                                   v1::PushResponse>(
+            [](GrpcShardServer* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
               return p->Initialize(c, r, resp);
             },
             &ps)));
     AddMethod(new RpcServiceMethod(
         kPsPushMethod, RpcMethod::CLIENT_STREAMING,
-        new grpc::internal::ClientStreamingHandler<PsService, grpc::ByteBuffer, v1::PushResponse>(
-            [](PsService* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
+        new grpc::internal::ClientStreamingHandler<GrpcShardServer, grpc::ByteBuffer,
+                                                   v1::PushResponse>(
+            [](GrpcShardServer* p, grpc::ServerContext* c, Reader* r, v1::PushResponse* resp) {
               return p->Push(c, r, resp);
             },
             &ps)));
     AddMethod(new RpcServiceMethod(
         kPsPullMethod, RpcMethod::SERVER_STREAMING,
-        new grpc::internal::ServerStreamingHandler<PsService, v1::PullRequest, grpc::ByteBuffer>(
-            [](PsService* p, grpc::ServerContext* c, const v1::PullRequest* q, Writer* w) {
+        new grpc::internal::ServerStreamingHandler<GrpcShardServer, v1::PullRequest,
+                                                   grpc::ByteBuffer>(
+            [](GrpcShardServer* p, grpc::ServerContext* c, const v1::PullRequest* q, Writer* w) {
               return p->Pull(c, q, w);
             },
             &ps)));
     AddMethod(new RpcServiceMethod(
         kPsDoneMethod, RpcMethod::NORMAL_RPC,
-        new grpc::internal::RpcMethodHandler<PsService, v1::DoneRequest, v1::DoneResponse>(
-            [](PsService* p, grpc::ServerContext* c, const v1::DoneRequest* q,
+        new grpc::internal::RpcMethodHandler<GrpcShardServer, v1::DoneRequest, v1::DoneResponse>(
+            [](GrpcShardServer* p, grpc::ServerContext* c, const v1::DoneRequest* q,
                v1::DoneResponse* r) { return p->Done(c, q, r); },
             &ps)));
   }
@@ -95,7 +100,7 @@ class TestShard {
     o.checkpoint_dir = checkpoint_dir;
     shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
     session_ = std::make_unique<ShardSession>(*shard_, token);
-    service_ = std::make_unique<PsService>(*session_);
+    service_ = std::make_unique<GrpcShardServer>(*session_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     if (push_pull) {
@@ -117,7 +122,7 @@ class TestShard {
   RealClock clock_;
   std::unique_ptr<PsShard> shard_;
   std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<PsService> service_;
+  std::unique_ptr<GrpcShardServer> service_;
   std::unique_ptr<ServiceWithoutPushPull> old_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
@@ -165,7 +170,7 @@ absl::StatusOr<v1::PushResponse> Push(const ShardClient& c, const v1::PushHeader
   return resp;
 }
 
-TEST(PsService, CallsWithoutTheJobTokenAreUnauthenticated) {
+TEST(GrpcShardServer, CallsWithoutTheJobTokenAreUnauthenticated) {
   TestShard ps(0, 1, "sync", "s3cret");
   ShardClient anonymous("ps-0", ps.address(), "");
   absl::StatusOr<v1::RegisterResponse> r = anonymous.Register(Reg(0), std::chrono::seconds(5));
@@ -193,7 +198,7 @@ v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t in
 // Over gRPC a refusal the worker acts on arrives typed (PsRefusalOf), on
 // every call that can carry it: a stale incarnation on Push, Pull and
 // PushPull, a shard without parameters on Push and PushPull.
-TEST(PsService, RefusalsTheWorkerActsOnArriveTyped) {
+TEST(GrpcShardServer, RefusalsTheWorkerActsOnArriveTyped) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   GrpcStepTransport grpc(c);
@@ -223,7 +228,7 @@ TEST(PsService, RefusalsTheWorkerActsOnArriveTyped) {
   EXPECT_EQ(PsRefusalOf(s.status()), PsRefusal::kNone);
 }
 
-TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
+TEST(GrpcShardServer, MalformedPushesAreRefusedAndThePsKeepsServing) {
   TestShard ps(0, 1, "sync", "");
   ShardClient c("ps-0", ps.address(), "");
   absl::StatusOr<v1::RegisterResponse> r = c.Register(Reg(0), std::chrono::seconds(5));
@@ -279,7 +284,7 @@ TEST(PsService, MalformedPushesAreRefusedAndThePsKeepsServing) {
   EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f * 0.5f);
 }
 
-TEST(PsService, ServesTheMethodsTheProtoDeclares) {
+TEST(GrpcShardServer, ServesTheMethodsTheProtoDeclares) {
   const google::protobuf::ServiceDescriptor* d =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
           "kubetrain.v1.ParameterServer");
@@ -297,7 +302,7 @@ TEST(PsService, ServesTheMethodsTheProtoDeclares) {
 // A worker built on the generated protobuf stubs (the wire format before the
 // hand-encoded frames) pushes and pulls unchanged, and a corrupt chunk from
 // it is refused whole.
-TEST(PsService, ClientsOnTheGeneratedStubsInteroperate) {
+TEST(GrpcShardServer, ClientsOnTheGeneratedStubsInteroperate) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
@@ -371,7 +376,7 @@ v1::PullRequest PullFor(int worker, int64_t min_step, int64_t clock, uint64_t in
 // Sync steps of two workers, each on its own PushPull stream kept open from
 // step to step: every step's pull waits for both gradients and returns
 // their average applied.
-TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
+TEST(GrpcShardServer, PushPullRunsSyncStepsOnOneStreamPerWorker) {
   TestShard ps(0, 1, "sync", "t");
   ShardClient c0("ps-0", ps.address(), "t"), c1("ps-0", ps.address(), "t");
   GrpcStepTransport t0(c0), t1(c1);
@@ -416,7 +421,7 @@ TEST(PsService, PushPullRunsSyncStepsOnOneStreamPerWorker) {
 // gradient, a short push (the pull request, which ends a step's push, came
 // before the range was covered), a pull for another worker, a stale
 // incarnation and a duplicate of an accepted step (dropped, still answered).
-TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
+TEST(GrpcShardServer, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   GrpcStepTransport grpc(c);
@@ -474,7 +479,7 @@ TEST(PsService, PushPullRefusesBadStepsWholeAndTheNextStreamWorks) {
 
 // A step larger than one chunk: the push spans several messages (the pull
 // request on the last), and so does the pull.
-TEST(PsService, PushPullStepsSpanSeveralChunks) {
+TEST(GrpcShardServer, PushPullStepsSpanSeveralChunks) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   GrpcStepTransport grpc(c);
@@ -506,7 +511,7 @@ TEST(PsService, PushPullStepsSpanSeveralChunks) {
 // push is refused whole (the step before it stays applied, nothing of the
 // bad step is), and a step whose header message has no pull request waits
 // for the message that has it.
-TEST(PsService, PushPullFromTheGeneratedStubsAndACorruptChunk) {
+TEST(GrpcShardServer, PushPullFromTheGeneratedStubsAndACorruptChunk) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
@@ -586,7 +591,7 @@ TEST(PsExchange, AShardWithoutPushPullFailsTheStepNamingIt) {
   EXPECT_EQ(ps.shard().Status().applied_pushes(), 0);
 }
 
-TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
+TEST(GrpcShardServer, Fp16OnTheWireStaysWithinHalfPrecision) {
   TestShard ps(0, 1, "async", "");
   ShardClient c("ps-0", ps.address(), "");
   const uint64_t inc = c.Register(Reg(0), std::chrono::seconds(5))->incarnation();
@@ -613,7 +618,7 @@ TEST(PsService, Fp16OnTheWireStaysWithinHalfPrecision) {
   EXPECT_GT(max_rel, 0.0) << "fp16 should introduce some error";
 }
 
-TEST(PsService, CheckpointOnRequest) {
+TEST(GrpcShardServer, CheckpointOnRequest) {
   const data::testing_util::TempDir tmp;  // own folder: runs in parallel share no files
   const std::string dir = tmp.File("ckpt");
   TestShard ps(0, 1, "sync", "", dir);

@@ -1,5 +1,5 @@
 // The parameter server's direct TCP data plane: the bytes on a connection.
-// gRPC (ps_service.h) carries registration and control; a worker's steps
+// gRPC (grpc_shard_server.h) carries registration and control; a worker's steps
 // can instead go over one plain TCP connection per shard, where the floats
 // leave and land in place: the worker sends straight from its gradient and
 // receives straight into its parameters, the server receives straight into
@@ -35,8 +35,8 @@
 //                     the answer is OK.
 // Any error answer closes the connection; the worker opens a new one.
 // Pure functions; thread-safe.
-#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
-#define KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
+#ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_WIRE_FORMAT_H_
+#define KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_WIRE_FORMAT_H_
 
 #include <array>
 #include <cstddef>
@@ -155,4 +155,4 @@ absl::StatusOr<uint32_t> DecodeTrailer(const TrailerBytes& b);
 
 }  // namespace kubetrain::ps::data_plane
 
-#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_DATA_PLANE_WIRE_H_
+#endif  // KUBETRAIN_RUNTIME_EXCHANGE_PS_TCP_WIRE_FORMAT_H_

@@ -1,4 +1,4 @@
-#include "runtime/exchange/ps/ps_data_server.h"
+#include "runtime/exchange/ps/tcp_shard_server.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
 #include "base/half_float.h"
-#include "runtime/exchange/ps/data_plane_wire.h"
 #include "runtime/exchange/ps/ps_refusal.h"
-#include "runtime/exchange/ps/wire_codec.h"
+#include "runtime/exchange/ps/tcp_wire_format.h"
+#include "runtime/exchange/ps/wire_values.h"
 #include "runtime/tensor/denormals.h"
 
 namespace kubetrain::ps {
@@ -64,33 +64,35 @@ void SendError(TcpConnection& conn, const absl::Status& status, bool pushed, uin
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsDataServer>> PsDataServer::Start(ShardSession& session,
-                                                                  const std::string& host) {
+absl::StatusOr<std::unique_ptr<TcpShardServer>> TcpShardServer::Start(ShardSession& session,
+                                                                      const std::string& host) {
   absl::StatusOr<exchange::TcpListener> listener = exchange::TcpListener::Listen(host, 0);
   if (!listener.ok()) {
     return absl::Status(listener.status().code(),
                         absl::StrCat("PS data plane: ", listener.status().message()));
   }
-  std::unique_ptr<PsDataServer> s(new PsDataServer(session, std::move(*listener)));
+  std::unique_ptr<TcpShardServer> s(new TcpShardServer(session, std::move(*listener)));
   s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }
 
-PsDataServer::PsDataServer(ShardSession& session, exchange::TcpListener listener)
+TcpShardServer::TcpShardServer(ShardSession& session, exchange::TcpListener listener)
     : session_(session), listener_(std::move(listener)), port_(listener_.port()) {}
 
-PsDataServer::~PsDataServer() { Stop(); }
+TcpShardServer::~TcpShardServer() { Stop(); }
 
-int PsDataServer::MaxConnections() const { return 4 * session_.shard().options().num_workers + 16; }
+int TcpShardServer::MaxConnections() const {
+  return 4 * session_.shard().options().num_workers + 16;
+}
 
-int PsDataServer::connections() const {
+int TcpShardServer::connections() const {
   absl::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& c : connections_) n += c->done ? 0 : 1;
   return n;
 }
 
-void PsDataServer::Stop() {
+void TcpShardServer::Stop() {
   stopping_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
   // First let each connection end by itself, so a worker waiting for its
@@ -113,7 +115,7 @@ void PsDataServer::Stop() {
   }
 }
 
-void PsDataServer::ReapFinished() {
+void TcpShardServer::ReapFinished() {
   for (auto it = connections_.begin(); it != connections_.end();) {
     if ((*it)->done) {
       if ((*it)->thread.joinable()) (*it)->thread.join();
@@ -124,7 +126,7 @@ void PsDataServer::ReapFinished() {
   }
 }
 
-void PsDataServer::AcceptLoop() {
+void TcpShardServer::AcceptLoop() {
   const auto check = [this] {
     return stopping_ ? absl::CancelledError("stopping") : absl::OkStatus();
   };
@@ -159,7 +161,7 @@ void PsDataServer::AcceptLoop() {
   }
 }
 
-void PsDataServer::Serve(Connection& c) {
+void TcpShardServer::Serve(Connection& c) {
   TcpConnection& conn = c.conn;
   const uint64_t incarnation = session_.incarnation();
   const auto hello_deadline =
@@ -196,10 +198,10 @@ void PsDataServer::Serve(Connection& c) {
   }
 }
 
-absl::Status PsDataServer::ReceiveValues(TcpConnection& conn, float* to, size_t n,
-                                         wire::DType dtype, bool drop, Scratch& scratch,
-                                         const exchange::IoCheck& check, uint32_t* crc,
-                                         int64_t* nonfinite) {
+absl::Status TcpShardServer::ReceiveValues(TcpConnection& conn, float* to, size_t n,
+                                           wire::DType dtype, bool drop, Scratch& scratch,
+                                           const exchange::IoCheck& check, uint32_t* crc,
+                                           int64_t* nonfinite) {
   const bool half = dtype == wire::DType::kF16;
   const size_t bytes = n * wire::BytesPerValue(dtype);
   void* wire_to = half ? static_cast<void*>(scratch.half.data()) : static_cast<void*>(to);
@@ -211,7 +213,7 @@ absl::Status PsDataServer::ReceiveValues(TcpConnection& conn, float* to, size_t 
   return absl::OkStatus();
 }
 
-bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
+bool TcpShardServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
   const uint64_t incarnation = session_.incarnation();
   const auto check = [this] {
     return stopping_ ? absl::CancelledError("parameter server is shutting down") : absl::OkStatus();
@@ -307,9 +309,9 @@ bool PsDataServer::Step(TcpConnection& conn, int worker, Scratch& scratch) {
   return true;
 }
 
-absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerBytes& answer,
-                                      const PinnedParams& p, wire::DType dtype,
-                                      const exchange::IoCheck& check) {
+absl::Status TcpShardServer::SendParams(TcpConnection& conn, const wire::AnswerBytes& answer,
+                                        const PinnedParams& p, wire::DType dtype,
+                                        const exchange::IoCheck& check) {
   const uint64_t version = p.result.version;
   if (dtype == wire::DType::kF16) {
     // Narrowed once per version, with its checksum, for every fp16 sender.
@@ -366,8 +368,8 @@ absl::Status PsDataServer::SendParams(TcpConnection& conn, const wire::AnswerByt
   return conn.SendAll(trailer.data(), trailer.size(), check);
 }
 
-bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
-                                 StagedPush& push, Scratch& scratch) {
+bool TcpShardServer::PipelinedStep(TcpConnection& conn, int worker, const wire::StepHeader& head,
+                                   StagedPush& push, Scratch& scratch) {
   wire::Answer answer;
   answer.incarnation = session_.incarnation();
   // The pull side: from now on only the sender writes to the connection,
@@ -461,9 +463,10 @@ bool PsDataServer::PipelinedStep(TcpConnection& conn, int worker, const wire::St
   return true;
 }
 
-absl::Status PsDataServer::StreamRound(TcpConnection& conn, int worker,
-                                       const wire::StepHeader& head, const std::atomic<bool>& stop,
-                                       RoundRead* last, bool* broken) {
+absl::Status TcpShardServer::StreamRound(TcpConnection& conn, int worker,
+                                         const wire::StepHeader& head,
+                                         const std::atomic<bool>& stop, RoundRead* last,
+                                         bool* broken) {
   // A frame once begun is sent whole (the worker reads all the while), so
   // the end frame never lands inside one: a failed push or a stopping
   // server ends the stream between frames (WaitRound's cancellation), and
