@@ -12,8 +12,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/little_endian.h"
 
 namespace kubetrain::exchange {
+
+// The parameters and states are written as the host's floats: little-endian
+// IEEE-754, as the format says.
+static_assert(base::kHostIsLittleEndian, "checkpoints hold little-endian floats");
 namespace {
 
 namespace fs = std::filesystem;
@@ -68,13 +73,15 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, const Checkp
   if (fd < 0) return Errno("open", tmp);
   CrcWriter w(fd);
   const std::string header = h.SerializeAsString();
-  const uint32_t header_len = static_cast<uint32_t>(header.size());
-  bool ok = w.Write(kMagic, sizeof(kMagic)) && w.Write(&header_len, 4) &&
+  unsigned char header_len[4];
+  base::PutLittleEndian(header_len, static_cast<uint32_t>(header.size()));
+  bool ok = w.Write(kMagic, sizeof(kMagic)) && w.Write(header_len, 4) &&
             w.Write(header.data(), header.size()) &&
             w.Write(ckpt.params.data(), ckpt.params.size_bytes());
   for (const auto& s : ckpt.states) ok = ok && w.Write(s.data(), s.size_bytes());
-  const uint32_t crc = w.crc();
-  ok = ok && CrcWriter(fd).Write(&crc, 4);
+  unsigned char crc[4];
+  base::PutLittleEndian(crc, w.crc());
+  ok = ok && CrcWriter(fd).Write(crc, 4);
   if (!ok) {
     absl::Status s = Errno("write", tmp);
     ::close(fd);
@@ -113,13 +120,11 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
   };
   if (bytes.size() < sizeof(kMagic) + 8) return corrupt("truncated (shorter than a header)");
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return corrupt("not a checkpoint");
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  const uint32_t stored_crc = base::GetLittleEndian<uint32_t>(bytes.data() + bytes.size() - 4);
   const uint32_t crc = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
                                                    reinterpret_cast<const Bytef*>(bytes.data()),
                                                    static_cast<uInt>(bytes.size() - 4)));
-  uint32_t header_len;
-  std::memcpy(&header_len, bytes.data() + sizeof(kMagic), 4);
+  const uint32_t header_len = base::GetLittleEndian<uint32_t>(bytes.data() + sizeof(kMagic));
   size_t pos = sizeof(kMagic) + 4;
   if (header_len > bytes.size() - pos - 4) return corrupt("truncated header");
   CheckpointData d;

@@ -3,6 +3,7 @@
 // optimizer state and its clocks, in one file per checkpoint:
 //   "KTCKPT01" | u32 header length | CheckpointHeader (proto) |
 //   params floats | each optimizer state's floats | u32 crc32 of all before
+// (integers and floats little-endian: base/little_endian.h).
 // Files are <dir>/shard-<i>-of-<n>/ckpt-<global step, 12 digits>.ktc, written
 // to a temporary name, fsynced and renamed, so a crash never leaves a
 // half-written checkpoint under a real name. Functions are thread-safe for

@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "base/little_endian.h"
 #include "runtime/exchange/job_token.h"
 
 namespace kubetrain::allreduce {
@@ -13,22 +14,10 @@ constexpr uint32_t kMaxTokenBytes = 4096;
 
 constexpr size_t kHeaderBytes = 24;
 
-void PutU32(unsigned char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-void PutU64(unsigned char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-uint32_t GetU32(const unsigned char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{p[i]} << (8 * i);
-  return v;
-}
-uint64_t GetU64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
+void PutU32(unsigned char* p, uint32_t v) { base::PutLittleEndian(p, v); }
+void PutU64(unsigned char* p, uint64_t v) { base::PutLittleEndian(p, v); }
+uint32_t GetU32(const unsigned char* p) { return base::GetLittleEndian<uint32_t>(p); }
+uint64_t GetU64(const unsigned char* p) { return base::GetLittleEndian<uint64_t>(p); }
 
 }  // namespace
 

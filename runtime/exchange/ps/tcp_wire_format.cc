@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/little_endian.h"
 
 namespace kubetrain::ps::data_plane {
 namespace {
@@ -21,16 +22,16 @@ constexpr uint32_t kPushed = 1;
 constexpr uint32_t kFinished = 2;
 constexpr uint32_t kHasParams = 4;
 
-// Little-endian puts and gets at a moving position (x86 and Arm are
-// little-endian; the static_assert keeps it so).
-static_assert(std::endian::native == std::endian::little, "the data plane assumes little-endian");
+// Little-endian puts and gets at a moving position; the values that follow
+// the headers are the host's IEEE-754 floats, little-endian by this check.
+static_assert(base::kHostIsLittleEndian, "the data plane's values are little-endian floats");
 
 class Writer {
  public:
   explicit Writer(uint8_t* p) : p_(p) {}
   template <typename T>
   void Put(T v) {
-    std::memcpy(p_, &v, sizeof(v));
+    base::PutLittleEndian(p_, v);
     p_ += sizeof(v);
   }
 
@@ -43,8 +44,7 @@ class Reader {
   explicit Reader(const uint8_t* p) : p_(p) {}
   template <typename T>
   T Get() {
-    T v;
-    std::memcpy(&v, p_, sizeof(v));
+    const T v = base::GetLittleEndian<T>(p_);
     p_ += sizeof(v);
     return v;
   }
