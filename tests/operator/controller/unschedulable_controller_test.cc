@@ -22,13 +22,13 @@ constexpr char kGpus[] = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu
 
 class UnschedulableControllerTest : public ControllerFixture {
  protected:
-  void StartJob(const std::string& name, const std::string& policy) {
+  void StartJob(const std::string& name, const std::string& policy, int timeout_seconds = 1) {
     StartController();
-    CreateJob(
-        MakeJob(name, 0, 2,
-                Json{{"spec",
-                      {{"runPolicy",
-                        {{"schedulingTimeoutSeconds", 1}, {"unschedulablePolicy", policy}}}}}}));
+    CreateJob(MakeJob(name, 0, 2,
+                      Json{{"spec",
+                            {{"runPolicy",
+                              {{"schedulingTimeoutSeconds", timeout_seconds},
+                               {"unschedulablePolicy", policy}}}}}}));
     ASSERT_TRUE(WaitForPods(name, 2));
     SetPodRunning(name + "-worker-0");
     // What kube-scheduler writes for a pod no node can take.
@@ -48,14 +48,23 @@ TEST_F(UnschedulableControllerTest, WaitNamesThePodUntilItIsScheduled) {
   // The requeue at the timeout brings it, not a resync (10 minutes): bounds
   // generous enough for a machine loaded by a whole parallel suite.
   EXPECT_LT(absl::Now() - start, absl::Seconds(60));
-  Json status = Status("pend");
+  // The condition carries the scheduler's message once the pod has it (on a
+  // loaded machine the timeout may pass before the test writes it: the
+  // condition then says "no scheduling decision yet" and is updated).
+  const std::string want =
+      "1 replica not scheduled within 1 s (runPolicy.schedulingTimeoutSeconds): worker-1 "
+      "(pod pend-worker-1): " +
+      std::string(kGpus);
+  Json status;
+  EXPECT_TRUE(WaitFor([&] {
+    status = Status("pend");
+    const Json* u = FindCondition(status, kCondUnschedulable);
+    return u != nullptr && (*u)["message"] == want;
+  })) << status.dump();
   const Json* c = FindCondition(status, kCondUnschedulable);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ((*c)["reason"], "SchedulingTimeout");
-  EXPECT_EQ((*c)["message"],
-            "1 replica not scheduled within 1 s (runPolicy.schedulingTimeoutSeconds): worker-1 "
-            "(pod pend-worker-1): " +
-                std::string(kGpus));
+  EXPECT_EQ((*c)["message"], want);
   EXPECT_TRUE(WaitForEvent("pend", "Unschedulable"));
   EXPECT_FALSE(IsFinished(status));
   // A node frees up.
@@ -69,7 +78,9 @@ TEST_F(UnschedulableControllerTest, WaitNamesThePodUntilItIsScheduled) {
 }
 
 TEST_F(UnschedulableControllerTest, FailFailsTheJobNamingThePod) {
-  StartJob("pendf", "Fail");
+  // Failing is final, so the scheduler's message must be on the pod before
+  // the timeout passes: 5 s leave a loaded machine time to write it.
+  StartJob("pendf", "Fail", 5);
   ASSERT_TRUE(WaitForCondition("pendf", kCondFailed, absl::Seconds(60)));
   const Json status = Status("pendf");
   const Json* failed = FindCondition(status, kCondFailed);
