@@ -29,7 +29,7 @@ for m in "${models[@]}"; do
         --alpha-us 25 --wire-dtype "$dtype" --algorithms ps --ps-pipeline --format csv | tail -n +2)
       for n in 8 64 256; do
         ring=$(awk -F, -v n=$n '$1 == n && $3 == "ring" {printf "%.0f %%", 100 * $11}' <<<"$csv")
-        bucket=$(awk -F, -v n=$n '$1 == n && $3 == "ring" {printf "%.3g MiB", $5}' <<<"$csv")
+        bucket=$(awk -F, -v n=$n '$1 == n && $3 == "ring" {printf ($5 >= 10 ? "%.0f MiB" : "%.2g MiB"), $5}' <<<"$csv")
         ps1=$(awk -F, -v n=$n '$1 == n && $3 == "ps" && $4 == 1 {printf "%.0f %%", 100 * $11}' <<<"$csv")
         best=$(awk -F, -v n=$n '$1 == n && $3 == "ps" {k = $4; e = $11} END {printf "%d, %.0f %%", k, 100 * e}' \
           <<<"$(grep -E "^$n," <<<"$csv")")
