@@ -22,10 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -94,8 +94,7 @@ std::map<double, double> RunRing(int world, const std::vector<double>& sizes_mb,
         right_address = absl::StrCat("127.0.0.1:", listeners[(r + 1) % world].port());
       }
       absl::StatusOr<TcpConnection> right = TcpConnection::Connect(right_address, 30, nullptr);
-      absl::StatusOr<TcpConnection> left =
-          listeners[on_hosts ? 0 : r].Accept(30, nullptr);
+      absl::StatusOr<TcpConnection> left = listeners[on_hosts ? 0 : r].Accept(30, nullptr);
       if (!right.ok() || !left.ok()) _exit(2);
       RingAllreduce ring(r, world, *std::move(right), *std::move(left),
                          RingOptions{.chunk_bytes = chunk_bytes});
@@ -225,8 +224,8 @@ double HostTcpMBps(const Hosts& hosts, double link_mbit) {
   const pid_t sender = fork();
   if (sender == 0) {
     if (!EnterNetns(absl::StrCat(hosts.prefix, "-0"))) _exit(5);
-    absl::StatusOr<TcpConnection> c = TcpConnection::Connect(
-        absl::StrCat(hosts.addresses[1], ":", kHostPort + 1), 30, nullptr);
+    absl::StatusOr<TcpConnection> c =
+        TcpConnection::Connect(absl::StrCat(hosts.addresses[1], ":", kHostPort + 1), 30, nullptr);
     if (!c.ok()) _exit(5);
     std::vector<char> buf(chunk, 1);
     for (int64_t sent = 0; sent < total; sent += chunk) {
@@ -260,9 +259,10 @@ int RunOnHosts(Hosts hosts, const std::vector<double>& ranks, const std::vector<
   }
   const double link = link_mbit / 8;  // MB/s
   const double stream = HostTcpMBps(hosts, link_mbit);
-  std::printf("test hosts %s-*: link %.0f Mbit/s (%.2f MB/s) each way; one TCP stream host 0 -> 1: "
-              "%.2f MB/s of payload (%.3f of the link)\n\n",
-              hosts.prefix.c_str(), link_mbit, link, stream, stream / link);
+  std::printf(
+      "test hosts %s-*: link %.0f Mbit/s (%.2f MB/s) each way; one TCP stream host 0 -> 1: "
+      "%.2f MB/s of payload (%.3f of the link)\n\n",
+      hosts.prefix.c_str(), link_mbit, link, stream, stream / link);
   std::printf("%5s %8s %12s %10s %12s\n", "ranks", "MB", "busbw MB/s", "of link", "of stream");
   for (double nr : ranks) {
     const int world = static_cast<int>(nr);

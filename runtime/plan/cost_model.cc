@@ -17,12 +17,10 @@ double RingAllreduceSeconds(int ranks, double bytes, const Link& link) {
   return 2 * (n - 1) / n * bytes / link.bytes_per_second + 2 * (n - 1) * link.alpha_seconds;
 }
 
-double PsExchangeSeconds(int workers, int shards, double bytes, const Link& link,
-                         bool pipelined) {
+double PsExchangeSeconds(int workers, int shards, double bytes, const Link& link, bool pipelined) {
   if (workers < 1 || shards < 1 || bytes <= 0) return 0;
   // The busier of a worker's link (its S) and a shard's (N workers' S/k).
-  const double phase =
-      std::max(bytes, workers * bytes / shards) / link.bytes_per_second;
+  const double phase = std::max(bytes, workers * bytes / shards) / link.bytes_per_second;
   return (pipelined ? phase : 2 * phase) + 4 * link.alpha_seconds;
 }
 

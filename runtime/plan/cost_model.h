@@ -38,15 +38,15 @@ namespace kubetrain::plan {
 
 // One direction of one host's link.
 struct Link {
-  double alpha_seconds = 25e-6;    // one-way latency per message
-  double bytes_per_second = 0;     // payload bandwidth
+  double alpha_seconds = 25e-6;  // one-way latency per message
+  double bytes_per_second = 0;   // payload bandwidth
 };
 
 struct Workload {
   int64_t num_params = 0;
-  int bytes_per_value = 4;         // 4 fp32, 2 fp16 (--wire-dtype)
-  double compute_seconds = 0;      // one worker's step alone (forward, backward, update)
-  double backward_share = 0.6;     // of compute, during which buckets can be sent
+  int bytes_per_value = 4;      // 4 fp32, 2 fp16 (--wire-dtype)
+  double compute_seconds = 0;   // one worker's step alone (forward, backward, update)
+  double backward_share = 0.6;  // of compute, during which buckets can be sent
 };
 
 enum class Algorithm { kRing, kPs };
@@ -68,7 +68,7 @@ struct Prediction {
   double exchange_seconds = 0;  // the cross-pod exchange, whole
   double exposed_seconds = 0;   // the part compute does not hide
   double step_seconds = 0;
-  double efficiency = 0;        // one worker alone / step
+  double efficiency = 0;  // one worker alone / step
 };
 
 // Seconds of a ring allreduce of `bytes` over `ranks` (one bucket).

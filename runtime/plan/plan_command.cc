@@ -81,9 +81,9 @@ absl::Status RunPlan(const PlanOptions& o, std::ostream& out) {
       absl::StatusOr<Prediction> p = Predict(w, c, link);
       if (!p.ok()) return p.status();
       rows.push_back({n, Algorithm::kRing, 0, c.bucket_bytes, *p});
-      advice.push_back(absl::StrFormat(
-          "%d workers, ring: --bucket-mb %.1f (the shortest predicted step)",
-          n, recommended / (1 << 20)));
+      advice.push_back(
+          absl::StrFormat("%d workers, ring: --bucket-mb %.1f (the shortest predicted step)", n,
+                          recommended / (1 << 20)));
     }
     if (ps) {
       const int best = RecommendedPsShards(w, c, link);  // at most the pods
@@ -105,12 +105,11 @@ absl::Status RunPlan(const PlanOptions& o, std::ostream& out) {
     out << "workers,pods,algorithm,shards,bucket_mb,compute_ms,in_pod_ms,exchange_ms,exposed_ms,"
            "step_ms,efficiency\n";
     for (const Row& r : rows) {
-      out << absl::StrFormat("%d,%d,%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f\n", r.workers,
-                             r.workers / o.gpus_per_pod,
-                             r.algorithm == Algorithm::kRing ? "ring" : "ps", r.shards,
-                             r.bucket_bytes / (1 << 20), r.p.compute_seconds * 1e3,
-                             r.p.in_pod_seconds * 1e3, r.p.exchange_seconds * 1e3,
-                             r.p.exposed_seconds * 1e3, r.p.step_seconds * 1e3, r.p.efficiency);
+      out << absl::StrFormat(
+          "%d,%d,%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f\n", r.workers, r.workers / o.gpus_per_pod,
+          r.algorithm == Algorithm::kRing ? "ring" : "ps", r.shards, r.bucket_bytes / (1 << 20),
+          r.p.compute_seconds * 1e3, r.p.in_pod_seconds * 1e3, r.p.exchange_seconds * 1e3,
+          r.p.exposed_seconds * 1e3, r.p.step_seconds * 1e3, r.p.efficiency);
     }
     return absl::OkStatus();
   }
@@ -122,20 +121,18 @@ absl::Status RunPlan(const PlanOptions& o, std::ostream& out) {
       o.gpus_per_pod > 1 ? absl::StrCat(", ", o.gpus_per_pod, " GPUs per pod") : "",
       o.shared_cores > 0 ? absl::StrCat(", hosts sharing ", o.shared_cores, " cores") : "");
   out << absl::StrFormat("%8s %6s  %-10s %9s %10s %11s %10s %9s %10s\n", "workers", "pods",
-                         "exchange",
-                         "bucket", "compute", "exchange", "exposed", "step", "efficiency");
+                         "exchange", "bucket", "compute", "exchange", "exposed", "step",
+                         "efficiency");
   for (const Row& r : rows) {
-    const std::string name = r.algorithm == Algorithm::kRing
-                                 ? std::string("ring")
-                                 : absl::StrCat("ps k=", r.shards);
+    const std::string name =
+        r.algorithm == Algorithm::kRing ? std::string("ring") : absl::StrCat("ps k=", r.shards);
     out << absl::StrFormat("%8d %6d  %-10s %9s %8.2fms %9.2fms %8.2fms %7.2fms %9.0f%%\n",
                            r.workers, r.workers / o.gpus_per_pod, name,
                            r.algorithm == Algorithm::kRing
                                ? absl::StrFormat("%.1fMiB", r.bucket_bytes / (1 << 20))
                                : std::string("-"),
                            r.p.compute_seconds * 1e3, r.p.exchange_seconds * 1e3,
-                           r.p.exposed_seconds * 1e3, r.p.step_seconds * 1e3,
-                           r.p.efficiency * 100);
+                           r.p.exposed_seconds * 1e3, r.p.step_seconds * 1e3, r.p.efficiency * 100);
   }
   out << "recommended:\n";
   for (const std::string& a : advice) out << "  " << a << "\n";

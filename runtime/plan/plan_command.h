@@ -16,20 +16,20 @@
 namespace kubetrain::plan {
 
 struct PlanOptions {
-  std::string model = "mlp";        // built-in name or spec file; ignored with params > 0
-  int64_t params = 0;               // > 0: the model's parameter count
-  double step_ms = 0;               // one worker's step alone, required
+  std::string model = "mlp";          // built-in name or spec file; ignored with params > 0
+  int64_t params = 0;                 // > 0: the model's parameter count
+  double step_ms = 0;                 // one worker's step alone, required
   std::vector<int> workers{2, 4, 8};  // replicas (GPUs), multiples of gpus_per_pod
-  std::vector<int> ps_shards;       // empty: 1 and the recommended count
+  std::vector<int> ps_shards;         // empty: 1 and the recommended count
   std::string algorithms = "ring,ps";
   int gpus_per_pod = 1;
   std::string link = "25gbit";
   double alpha_us = 25;
   std::string wire_dtype = "fp32";
-  double bucket_mb = 0;             // 0: the recommended size
+  double bucket_mb = 0;  // 0: the recommended size
   bool ps_pipeline = false;
   int shared_cores = 0;
-  std::string format = "table";     // table or csv
+  std::string format = "table";  // table or csv
 };
 
 // Prints the plan; InvalidArgument on bad options (nothing printed).

@@ -215,7 +215,7 @@ class AllreduceExchange final : public exchange::Exchange {
   DeviceBuffer scalars_;  // 8 floats of device memory: the broadcast meta, the final barrier
   DeviceBuffer staging_;  // kStagedRing: pinned host memory the ring sums in
   std::vector<std::unique_ptr<DeviceEvent>> bucket_staged_;  // kStagedRing: per bucket
-  exchange::CheckpointPolicy checkpoints_;  // rank 0's
+  exchange::CheckpointPolicy checkpoints_;                   // rank 0's
   std::atomic<int64_t> early_{0};  // atomic: read by buckets_started_early() from any thread
   absl::Mutex joined_mu_;
   // Leave reads client_ and server_ once this is true: Start set them before.
