@@ -481,4 +481,19 @@ absl::Status ReceivedFrame::DecodeInto(std::span<float> out, int64_t* nonfinite)
   return absl::OkStatus();
 }
 
+bool WritePushFrames(const v1::PushHeader& header, std::span<const float> values, int64_t offset,
+                     v1::WireDType dtype, FramePool* pool, const v1::PullRequest* pull,
+                     const std::function<bool(const grpc::ByteBuffer&)>& write) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (int64_t off = 0; off < n; off += kChunkElements) {
+    const int64_t len = std::min(kChunkElements, n - off);
+    if (!write(EncodePushFrame(off == 0 ? &header : nullptr,
+                               values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+                               offset + off, dtype, pool, off + len == n ? pull : nullptr))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace kubetrain::ps

@@ -22,6 +22,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -85,6 +86,14 @@ struct PullFrameHead {
 grpc::ByteBuffer EncodePushFrame(const v1::PushHeader* header, std::span<const float> values,
                                  int64_t offset, v1::WireDType dtype, FramePool* pool = nullptr,
                                  const v1::PullRequest* pull = nullptr);
+
+// A whole push as frames: `values` (the range from `offset`) cut into
+// chunks of kChunkElements, `header` on the first, `pull` (may be null) on
+// the last, each handed to `write` in order. Stops at the first `write`
+// that returns false (the peer ended the call) and returns false then.
+bool WritePushFrames(const v1::PushHeader& header, std::span<const float> values, int64_t offset,
+                     v1::WireDType dtype, FramePool* pool, const v1::PullRequest* pull,
+                     const std::function<bool(const grpc::ByteBuffer&)>& write);
 
 // One PullMessage: `head` (first message only; null on the rest) and the
 // chunk.

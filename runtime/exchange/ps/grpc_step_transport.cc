@@ -61,18 +61,11 @@ absl::StatusOr<PullReply> GrpcStepTransport::Step(const v1::PushHeader& header,
                ? absl::UnavailableError(absl::StrCat(shard_.name(), ": PushPull stream ended"))
                : local;
   };
-  const int64_t n = static_cast<int64_t>(values.size());
-  for (int64_t off = 0; off < n; off += kChunkElements) {
-    const int64_t len = std::min(kChunkElements, n - off);
-    // The header opens the step's push; the pull request closes it.
-    const grpc::ByteBuffer frame =
-        EncodePushFrame(off == 0 ? &header : nullptr,
-                        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
-                        offset + off, dtype, &push_pool_, off + len == n ? &pull : nullptr);
-    if (!stream_->Write(frame)) {
-      ended = true;
-      return fail(absl::OkStatus());
-    }
+  // The header opens the step's push; the pull request closes it.
+  if (!WritePushFrames(header, values, offset, dtype, &push_pool_, &pull,
+                       [this](const grpc::ByteBuffer& f) { return stream_->Write(f); })) {
+    ended = true;
+    return fail(absl::OkStatus());
   }
   if (written) written();
   PullReply reply;

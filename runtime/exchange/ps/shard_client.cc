@@ -48,15 +48,9 @@ absl::StatusOr<v1::PushResponse> ShardClient::Initialize(const v1::PushHeader& h
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
           channel_.get(), initialize_method_, &ctx, &resp));
-  const int64_t n = static_cast<int64_t>(values.size());
-  for (int64_t off = 0; off < n; off += kChunkElements) {
-    const int64_t len = std::min(kChunkElements, n - off);
-    const grpc::ByteBuffer frame =
-        EncodePushFrame(off == 0 ? &header : nullptr,
-                        values.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
-                        offset + off, dtype, &push_pool_);
-    if (!writer->Write(frame)) break;  // the server ended the call; Finish says why
-  }
+  // A false write: the server ended the call; Finish says why.
+  WritePushFrames(header, values, offset, dtype, &push_pool_, nullptr,
+                  [&writer](const grpc::ByteBuffer& f) { return writer->Write(f); });
   writer->WritesDone();
   grpc::Status s = writer->Finish();
   if (!s.ok()) return FromGrpc(s);
