@@ -27,65 +27,12 @@
 #include "runtime/exchange/ps/tcp_shard_server.h"
 #include "runtime/exchange/ps/tcp_step_transport.h"
 #include "runtime/exchange/tcp_link.h"
+#include "testing/loopback_shard.h"
 
 namespace kubetrain::ps {
 namespace {
 
 constexpr int64_t kParams = 300000;  // several data-plane pieces and gRPC chunks
-
-// One sync shard on loopback for `workers` workers (sgd, lr 0.5): gRPC,
-// and with `data_plane` the direct TCP plane beside it. `advertise` (>= 0)
-// is the data port offered at registration instead of the plane's.
-class LoopbackShard {
- public:
-  LoopbackShard(bool data_plane, int advertise = -1, bool pipeline = false, int workers = 1) {
-    PsShardOptions o;
-    o.num_workers = workers;
-    o.mode = *ExchangeMode::Parse("sync");
-    o.optimizer.kind = "sgd";
-    o.optimizer.momentum = 0;
-    o.pipeline = pipeline;
-    o.lr.base_lr = 0.5f;
-    o.incarnation = 77;
-    shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    session_ = std::make_unique<ShardSession>(*shard_, "t");
-    service_ = std::make_unique<GrpcShardServer>(*session_);
-    if (data_plane) {
-      absl::StatusOr<std::unique_ptr<TcpShardServer>> d =
-          TcpShardServer::Start(*session_, "127.0.0.1");
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (d.ok()) {
-        data_ = std::move(*d);
-        service_->set_data_port(data_->port());
-      }
-    }
-    if (advertise >= 0) service_->set_data_port(advertise);
-    service_->set_data_plane_fp16(true);
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-  }
-  ~LoopbackShard() {
-    shard_->Abort(absl::UnavailableError("test over"));
-    StopServing();
-  }
-  void StopServing() {
-    if (data_ != nullptr) data_->Stop();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  PsShard& shard() { return *shard_; }
-
- private:
-  RealClock clock_;
-  std::unique_ptr<PsShard> shard_;
-  std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<GrpcShardServer> service_;
-  std::unique_ptr<TcpShardServer> data_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-};
 
 // A port nobody listens on: bound, learnt, closed.
 int ClosedPort() {
@@ -147,7 +94,7 @@ std::unique_ptr<PsExchange> ThreeSteps(LoopbackShard& s, bool data_plane, Logs& 
 }
 
 TEST(StepTransportChoice, TheDataPlaneWhenTheShardOffersItAndItAnswers) {
-  LoopbackShard s(/*data_plane=*/true);
+  LoopbackShard s("sync", "t", /*tcp=*/true, -1, true, /*num_workers=*/1);
   Logs logs;
   std::unique_ptr<PsExchange> w = ThreeSteps(s, /*data_plane=*/true, logs);
   EXPECT_EQ(w->transport(0), StepTransportKind::kTcpDataPlane);
@@ -158,7 +105,7 @@ TEST(StepTransportChoice, TheDataPlaneWhenTheShardOffersItAndItAnswers) {
 }
 
 TEST(StepTransportChoice, GrpcWhenTheShardOffersNoDataPlane) {
-  LoopbackShard s(/*data_plane=*/false);
+  LoopbackShard s("sync", "t", /*tcp=*/false, -1, true, /*num_workers=*/1);
   Logs logs;
   std::unique_ptr<PsExchange> w = ThreeSteps(s, /*data_plane=*/true, logs);
   EXPECT_EQ(w->transport(0), StepTransportKind::kGrpcStream);
@@ -169,7 +116,7 @@ TEST(StepTransportChoice, GrpcWhenTheShardOffersNoDataPlane) {
 
 // --ps-data-plane grpc on the worker: the shard's offer is not taken.
 TEST(StepTransportChoice, GrpcWhenTheWorkerIsToldGrpc) {
-  LoopbackShard s(/*data_plane=*/true);
+  LoopbackShard s("sync", "t", /*tcp=*/true, -1, true, /*num_workers=*/1);
   Logs logs;
   std::unique_ptr<PsExchange> w = ThreeSteps(s, /*data_plane=*/false, logs);
   EXPECT_EQ(w->transport(0), StepTransportKind::kGrpcStream);
@@ -182,7 +129,7 @@ TEST(StepTransportChoice, GrpcWhenTheWorkerIsToldGrpc) {
 // the gRPC port, say) is given up on the first step, which gRPC then
 // carries at once: no lost shard, no backoff, and no second try.
 TEST(StepTransportChoice, AnUnreachableDataPortHandsTheStepToGrpcAtOnce) {
-  LoopbackShard s(/*data_plane=*/false, /*advertise=*/ClosedPort());
+  LoopbackShard s("sync", "t", /*tcp=*/false, /*advertise=*/ClosedPort(), true, 1);
   Logs logs;
   std::unique_ptr<PsExchange> w = ThreeSteps(s, /*data_plane=*/true, logs);
   EXPECT_EQ(w->transport(0), StepTransportKind::kGrpcStream);
@@ -202,7 +149,8 @@ struct StepsResult {
 enum class Way { kGrpc, kTcp, kTcpPipelined };
 
 StepsResult StepsOver(Way way, v1::WireDType dtype) {
-  LoopbackShard s(/*data_plane=*/way != Way::kGrpc, -1, /*pipeline=*/way == Way::kTcpPipelined);
+  LoopbackShard s("sync", "t", /*tcp=*/way != Way::kGrpc, -1, true, /*num_workers=*/1,
+                  /*pipeline=*/way == Way::kTcpPipelined);
   ShardClient c("ps-0", s.address(), "t");
   std::unique_ptr<StepTransport> t;
   if (way == Way::kGrpc) {
@@ -271,7 +219,7 @@ TEST(StepTransports, EachGivesTheSameParameters) {
 TEST(StepTransports, FailWithTheSameTypedErrors) {
   for (bool tcp : {false, true}) {
     SCOPED_TRACE(tcp ? "tcp" : "grpc");
-    LoopbackShard s(/*data_plane=*/tcp);
+    LoopbackShard s("sync", "t", /*tcp=*/tcp, -1, true, /*num_workers=*/1);
     ShardClient c("ps-0", s.address(), "t");
     std::unique_ptr<StepTransport> t;
     if (tcp) {

@@ -35,6 +35,7 @@
 #include "runtime/exchange/ps/tcp_step_transport.h"
 #include "runtime/exchange/ps/tcp_wire_format.h"
 #include "runtime/exchange/tcp_link.h"
+#include "testing/loopback_shard.h"
 #include "tests/support/wait_for.h"
 
 namespace kubetrain::ps {
@@ -45,65 +46,8 @@ using ::testing::Not;
 namespace wire = data_plane;
 
 constexpr int64_t kParams = 300000;  // more than one 256 KiB piece each way
-constexpr uint64_t kIncarnation = 4242;
-
-// One shard on loopback: gRPC for registration, and (with `tcp`) the data
-// plane beside it. `advertise` overrides the advertised data port.
-class Shard {
- public:
-  Shard(const std::string& mode, const std::string& token, bool tcp, int advertise = -1,
-        bool fp16_plane = true, int num_workers = 2, bool pipeline = false, float momentum = 0) {
-    PsShardOptions o;
-    o.num_workers = num_workers;
-    o.mode = *ExchangeMode::Parse(mode);
-    o.optimizer.kind = "sgd";
-    o.optimizer.momentum = momentum;
-    o.pipeline = pipeline;
-    o.lr.base_lr = 0.5f;
-    o.incarnation = kIncarnation;
-    shard_ = std::make_unique<PsShard>(o, clock_, [](const std::string&) {});
-    session_ = std::make_unique<ShardSession>(*shard_, token);
-    service_ = std::make_unique<GrpcShardServer>(*session_);
-    if (tcp) {
-      absl::StatusOr<std::unique_ptr<TcpShardServer>> d =
-          TcpShardServer::Start(*session_, "127.0.0.1");
-      EXPECT_TRUE(d.ok()) << d.status();
-      data_ = std::move(*d);
-      service_->set_data_port(data_->port());
-    }
-    if (advertise >= 0) service_->set_data_port(advertise);
-    service_->set_data_plane_fp16(fp16_plane);
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-  }
-  ~Shard() {
-    shard_->Abort(absl::UnavailableError("test over"));
-    if (data_ != nullptr) data_->Stop();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  }
-  // Stops both servers, as the PS process does when it exits.
-  void StopServing() {
-    if (data_ != nullptr) data_->Stop();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  }
-  // Tells workers registering from now on to use this data port.
-  void Advertise(int port) { service_->set_data_port(port); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string data_address() const { return "127.0.0.1:" + std::to_string(data_->port()); }
-  PsShard& shard() { return *shard_; }
-  TcpShardServer& data() { return *data_; }
-
- private:
-  RealClock clock_;
-  std::unique_ptr<PsShard> shard_;
-  std::unique_ptr<ShardSession> session_;
-  std::unique_ptr<GrpcShardServer> service_;
-  std::unique_ptr<TcpShardServer> data_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-};
+constexpr uint64_t kIncarnation = LoopbackShard::kIncarnation;
+using Shard = LoopbackShard;
 
 PsExchangeOptions Options(const Shard& s, int worker, const std::string& mode,
                           const std::string& token, v1::WireDType dtype = v1::WIRE_DTYPE_F32) {
