@@ -21,6 +21,10 @@ inline constexpr char kEnvNamespace[] = "KUBETRAIN_NAMESPACE";
 inline constexpr char kEnvReplicaType[] = "KUBETRAIN_REPLICA_TYPE";  // lower-case
 inline constexpr char kEnvReplicaIndex[] = "KUBETRAIN_REPLICA_INDEX";
 // The job's shared secret: every exchange RPC carries it.
+// Elastic jobs (spec.elasticPolicy): the Worker replicas the runtime's
+// world may shrink to and grow to.
+inline constexpr char kEnvMinWorkers[] = "KUBETRAIN_MIN_WORKERS";
+inline constexpr char kEnvMaxWorkers[] = "KUBETRAIN_MAX_WORKERS";
 inline constexpr char kEnvJobToken[] = "KUBETRAIN_JOB_TOKEN";
 // The runtime's metrics port (ports.h's kMetricsPort when unset; 0 = off).
 inline constexpr char kEnvMetricsPort[] = "KUBETRAIN_METRICS_PORT";

@@ -27,6 +27,16 @@ inline constexpr char kMetricSamplesPerSecond[] = "kubetrain_samples_per_second"
 // How long an allreduce rank's collective has waited for peers that have
 // not joined it (0 until --stall-warning passes): the operator's stall watch.
 inline constexpr char kMetricAllreduceStallSeconds[] = "kubetrain_allreduce_stall_seconds";
+// The allreduce world this rank trains in: its size and generation (1 when
+// it first forms, +1 each time a member is lost, joins or leaves), the
+// membership changes it has seen (label kMetricLabelChange), and on rank 0
+// one series per current member (label kMetricLabelMember, value 1).
+inline constexpr char kMetricWorldSize[] = "kubetrain_world_size";
+inline constexpr char kMetricWorldGeneration[] = "kubetrain_world_generation";
+inline constexpr char kMetricMembershipChanges[] = "kubetrain_membership_changes_total";
+inline constexpr char kMetricWorldMember[] = "kubetrain_world_member";
+inline constexpr char kMetricLabelChange[] = "change";  // joined | left | lost
+inline constexpr char kMetricLabelMember[] = "member";  // a replica name, "worker-3"
 
 }  // namespace kubetrain::api
 
