@@ -2,16 +2,21 @@
 # The predictions table of docs/scaling.md: `kubetrain plan` for the built-in
 # models and for ResNet-50 and BERT-large gradient sizes, at 8, 64 and 256
 # GPUs (8 per pod), 25 and 100 Gbit/s, fp32 and fp16, ring and PS with the
-# recommended shard count. Step times alone are the stated assumptions below
-# (docs/scaling.md says where each comes from); latency 25 us (TCP).
+# recommended shard count; latency 25 us (TCP). One GPU's step time alone:
+# mlp and cnn measured on an H200 (2026-11-27, bench/gpu_vs_pytorch.py,
+# kubetrain's samples/s at batch 64 and 256: step = batch / samples/s);
+# ResNet-50 and BERT-large are assumptions (the models are not built in;
+# docs/scaling.md says where each figure comes from).
 #
 # usage: bench/scaling_table.sh [KUBETRAIN_BINARY]
 set -euo pipefail
 bin=${1:-$(command -v kubetrain)}
-# name | --model or --params | step ms alone (one GPU)
+# name | --model or --params | step ms alone (one GPU): measured (mlp, cnn), assumed (the rest)
 models=(
-  "mlp (batch 64)|--model mlp|0.25"
-  "cnn (batch 64)|--model cnn|0.6"
+  "mlp (batch 64)|--model mlp|0.0617"
+  "mlp (batch 256)|--model mlp|0.123"
+  "cnn (batch 64)|--model cnn|0.341"
+  "cnn (batch 256)|--model cnn|1.07"
   "ResNet-50 (25.6 M, batch 256)|--params 25600000|80"
   "BERT-large (340 M, batch 32x512)|--params 340000000|300"
 )
