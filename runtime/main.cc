@@ -132,6 +132,21 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
   cmd->add_option("--peer-timeout", o.peer_timeout_seconds,
                   "Seconds a peer may be unreachable before this replica exits with code 129")
       ->capture_default_str();
+  cmd->add_option("--on-peer-loss", o.on_peer_loss,
+                  "Allreduce: when a rank is lost, restarts or leaves, the others re-form the "
+                  "world at the next generation and go on without exiting (reform: the lost one's "
+                  "replacement takes their state), or every rank exits with code 129 and the job "
+                  "restarts from its newest checkpoint (exit)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reform", "exit"}));
+  cmd->add_option("--min-workers", o.min_workers,
+                  "Allreduce, elastic jobs: the fewest workers the world trains with (default: "
+                  "KUBETRAIN_MIN_WORKERS; 0 with --max-workers 0: a fixed world)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-workers", o.max_workers,
+                  "Allreduce, elastic jobs: the most workers the world grows to (default: "
+                  "KUBETRAIN_MAX_WORKERS)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--rendezvous-timeout", o.rendezvous_timeout_seconds,
                   "Allreduce: seconds for every worker to join before exiting with code 129, "
                   "naming the missing ones")
@@ -335,6 +350,14 @@ int main(int argc, char** argv) {
   kubetrain::RealClock clock;
   train_options.tf_config = Env("TF_CONFIG");
   train_options.job_token = Env(kubetrain::api::kEnvJobToken);
+  for (auto [name, value] :
+       {std::pair{kubetrain::api::kEnvMinWorkers, &train_options.min_workers},
+        std::pair{kubetrain::api::kEnvMaxWorkers, &train_options.max_workers}}) {
+    if (const std::string v = Env(name); *value == 0 && !v.empty() && !absl::SimpleAtoi(v, value)) {
+      std::cerr << "kubetrain: error: " << name << "=" << v << " is not a number" << std::endl;
+      return 2;
+    }
+  }
   train_options.job_name = Env(kubetrain::api::kEnvJobName);
   train_options.job_namespace = Env(kubetrain::api::kEnvNamespace);
   train_options.replica_type = Env(kubetrain::api::kEnvReplicaType);

@@ -102,6 +102,18 @@ inline constexpr MetricName kAllreduceStallSeconds = {
     api::kMetricAllreduceStallSeconds,
     "How long the collective in flight has waited for ranks that have not joined it, once that "
     "passes --stall-warning; 0 otherwise."};
+inline constexpr MetricName kWorldSize = {api::kMetricWorldSize,
+                                          "Ranks in the allreduce world this rank trains in now."};
+inline constexpr MetricName kWorldGeneration = {
+    api::kMetricWorldGeneration,
+    "Generation of the allreduce world: 1 when it first forms, +1 each time it re-forms after a "
+    "rank was lost, joined or left."};
+inline constexpr MetricName kMembershipChanges = {
+    api::kMetricMembershipChanges,
+    "Ranks that joined, left or were lost, as seen when the world re-formed, by change."};
+inline constexpr MetricName kWorldMember = {
+    api::kMetricWorldMember,
+    "1 for each replica in the current allreduce world (rank 0 only), by member."};
 
 // Parameter servers.
 inline constexpr MetricName kWorkersConnected = {
@@ -145,6 +157,10 @@ inline constexpr MetricName kAllMetrics[] = {
     kPeerRestarts,
     kStalledPeers,
     kAllreduceStallSeconds,
+    kWorldSize,
+    kWorldGeneration,
+    kMembershipChanges,
+    kWorldMember,
     kWorkersConnected,
     kRejectedPushes,
     kStaleness,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "api/metric_names.h"
 #include "runtime/metrics/metric_names.h"
 
 namespace kubetrain::metrics {
@@ -146,7 +147,17 @@ RuntimeMetrics::RuntimeMetrics(const RuntimeMetricsOptions& o)
           &d.Add({{kLabelOp, ExchangeOpName(op)}}, DurationBuckets());
     }
   }
-  if (o.allreduce) allreduce_stall_ = &GaugeFamily(kAllreduceStallSeconds).Add({});
+  if (o.allreduce) {
+    allreduce_stall_ = &GaugeFamily(kAllreduceStallSeconds).Add({});
+    world_size_ = &GaugeFamily(kWorldSize).Add({});
+    world_generation_ = &GaugeFamily(kWorldGeneration).Add({});
+    world_members_ = &GaugeFamily(kWorldMember);
+    auto& changes = CounterFamily(kMembershipChanges);
+    const char* kinds[3] = {"joined", "left", "lost"};
+    for (int i = 0; i < 3; ++i) {
+      membership_changes_[i] = &changes.Add({{api::kMetricLabelChange, kinds[i]}});
+    }
+  }
   if (o.ps_server) {
     workers_connected_ = &GaugeFamily(kWorkersConnected).Add({});
     auto& rejected = CounterFamily(kRejectedPushes);
@@ -229,6 +240,34 @@ void RuntimeMetrics::SetStalledPeers(int n) {
 
 void RuntimeMetrics::SetAllreduceStallSeconds(double seconds) {
   if (allreduce_stall_ != nullptr) allreduce_stall_->Set(seconds);
+}
+
+void RuntimeMetrics::SetWorld(int size, uint64_t generation,
+                              const std::vector<std::string>& members) {
+  if (world_size_ == nullptr) return;
+  world_size_->Set(size);
+  world_generation_->Set(static_cast<double>(generation));
+  for (auto& [name, gauge] : world_member_) gauge->Set(0);
+  for (auto it = world_member_.begin(); it != world_member_.end();) {
+    if (std::find(members.begin(), members.end(), it->first) == members.end()) {
+      world_members_->Remove(it->second);
+      it = world_member_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::string& m : members) {
+    auto [it, added] = world_member_.try_emplace(m, nullptr);
+    if (added) it->second = &world_members_->Add({{api::kMetricLabelMember, m}});
+    it->second->Set(1);
+  }
+}
+
+void RuntimeMetrics::AddMembershipChanges(MembershipChange change, int count) {
+  if (prometheus::Counter* c = membership_changes_[static_cast<int>(change)];
+      c != nullptr && count > 0) {
+    c->Increment(count);
+  }
 }
 
 void RuntimeMetrics::SetWorkersConnected(int n) {

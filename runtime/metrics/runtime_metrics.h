@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -100,6 +101,12 @@ class RuntimeMetrics {
   void AddPeerRestart(PeerRole peer);
   void SetStalledPeers(int n);
   void SetAllreduceStallSeconds(double seconds);
+  // Allreduce membership: the world this rank trains in now, its members
+  // (exported by rank 0 only: `members` empty elsewhere), and what changed
+  // when it formed.
+  void SetWorld(int size, uint64_t generation, const std::vector<std::string>& members);
+  enum class MembershipChange { kJoined, kLeft, kLost };
+  void AddMembershipChanges(MembershipChange change, int count);
 
   // Parameter server.
   void SetWorkersConnected(int n);
@@ -131,6 +138,11 @@ class RuntimeMetrics {
   prometheus::Gauge* learning_rate_ = nullptr;
   prometheus::Gauge* samples_per_second_ = nullptr;
   prometheus::Gauge* global_step_ = nullptr;
+  prometheus::Gauge* world_size_ = nullptr;
+  prometheus::Gauge* world_generation_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* world_members_ = nullptr;
+  std::map<std::string, prometheus::Gauge*> world_member_;  // by member
+  prometheus::Counter* membership_changes_[3] = {nullptr, nullptr, nullptr};
   prometheus::Gauge* total_steps_ = nullptr;
   prometheus::Gauge* eval_loss_ = nullptr;
   prometheus::Gauge* eval_accuracy_ = nullptr;

@@ -297,6 +297,9 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   ao.checkpoint_every_seconds = o.checkpoint_every_seconds;
   ao.keep_checkpoints = o.keep_checkpoints;
   ao.metrics = metrics;
+  ao.reform = o.on_peer_loss == "reform";
+  ao.min_workers = o.min_workers;
+  ao.max_workers = o.max_workers;
   progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", model->num_params(),
                              " shard=", rank, "/", role.num_workers, " train=", train.size(),
                              " exchange=allreduce"));

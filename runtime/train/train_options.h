@@ -42,6 +42,13 @@ struct TrainCommandOptions {
   double peer_timeout_seconds = 120;
   // Allreduce (jobs without PS replicas).
   double rendezvous_timeout_seconds = 300;
+  // What the survivors do when a rank is lost: re-form the world and go on
+  // (reform), or exit 129 so that the job restarts from a checkpoint (exit).
+  std::string on_peer_loss = "reform";
+  // Elastic jobs (KUBETRAIN_MIN_WORKERS / KUBETRAIN_MAX_WORKERS): the
+  // world's bounds; 0: a fixed world of the cluster spec's workers.
+  int min_workers = 0;
+  int max_workers = 0;
   double stall_warning_seconds = 30;
   double bucket_mb = 25;
   std::string allreduce_backend = "auto";  // auto | ring | nccl

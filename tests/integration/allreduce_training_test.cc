@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -182,10 +183,80 @@ TEST_F(AllreduceTraining, PodsOfTwoReplicasTrainByAllreduceInLockstep) {
   EXPECT_GT(LastValue(out, "final test_accuracy"), 0.6) << out;
 }
 
-TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromTheCheckpoint) {
-  // Four ranks: worker-2 is not a ring neighbour of worker-0, which learns
-  // whom it lost from the rendezvous. OnFailure restarts every rank (each
-  // exits retryable), and worker-0 restores its newest checkpoint.
+// Final parameters of every rank, by replica index.
+std::map<int, std::string> FinalChecksums(const std::string& out) {
+  std::regex crc("\\[fmnist-allreduce-worker-([0-9]+)\\] info final parameters crc32c=([0-9a-f]+)");
+  std::map<int, std::string> sums;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), crc); it != std::sregex_iterator();
+       ++it) {
+    sums[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return sums;
+}
+
+TEST_F(AllreduceTraining, LostWorkersAreReplacedInPlaceAndTheSurvivorsNeverRestart) {
+  // Three ranks, worker-1 SIGKILLed mid-run, then worker-0 (which hosts the
+  // rendezvous). The survivors keep their processes: they re-form the world
+  // (generations 2 and 3) with the replacement the launcher starts, which
+  // takes their state. No step is lost beyond the aborted one, which is run
+  // again: the final parameters are bit for bit those of an undisturbed run.
+  const std::string args = Args({"--model", "mlp", "--train-limit", "12000", "--epochs", "3",
+                                 "--batch-size", "16", "--threads", "1", "--log-every", "10",
+                                 "--peer-timeout", "30"});
+  std::string undisturbed;
+  {
+    auto run = Run(ExampleJob(3, args, ""));
+    ASSERT_EQ(run->Wait(std::chrono::seconds(600)), 0) << run->Output();
+    undisturbed = run->Output();
+  }
+  const std::map<int, std::string> reference = FinalChecksums(undisturbed);
+  ASSERT_EQ(reference.size(), 3u) << undisturbed;
+
+  auto run = Run(ExampleJob(3, args, ""));
+  int last = 0;
+  for (int victim : {1, 0}) {
+    SCOPED_TRACE(absl::StrCat("worker-", victim));
+    ASSERT_TRUE(run->WaitForOutput(
+        [&](const std::string& o) { return LastStep(o, "fmnist-allreduce-worker-2") >= last + 150; },
+        std::chrono::seconds(300)))
+        << run->Output();
+    last = LastStep(run->Output(), "fmnist-allreduce-worker-2");
+    const pid_t pid = PidOf(run->Output(), absl::StrCat("fmnist-allreduce-worker-", victim));
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(run->WaitForOutput(
+        [&](const std::string& o) {
+          return o.find(victim == 1 ? "generation 2 formed" : "generation 3 formed") !=
+                 std::string::npos;
+        },
+        std::chrono::seconds(120)))
+        << run->Output();
+  }
+  ASSERT_EQ(run->Wait(std::chrono::seconds(600)), 0) << run->Output();
+  const std::string out = run->Output();
+  // Only the victims were started again; nobody exited for a lost peer.
+  EXPECT_THAT(out, HasSubstr("started fmnist-allreduce-worker-1 (pid"));
+  EXPECT_EQ(out.find("started fmnist-allreduce-worker-2 (pid", out.find("restart 1")),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("exited with code 129"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[fmnist-allreduce-worker-2\\].*generation 2 "
+                                                "formed.*lost worker-1")))
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[fmnist-allreduce-worker-2\\].*generation 3 "
+                                                "formed.*lost worker-0 \\(the rendezvous host\\)")))
+      << out;
+  EXPECT_EQ(FinalChecksums(out), reference) << out;
+  EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
+  EXPECT_GT(LastValue(out, "final test_accuracy"), 0.7);
+}
+
+TEST_F(AllreduceTraining, WithOnPeerLossExitAKilledWorkerRestartsTheJobFromTheCheckpoint) {
+  // --on-peer-loss exit (the behaviour before re-forming; the recovery
+  // benchmark's baseline). Four ranks: worker-2 is not a ring neighbour of
+  // worker-0, which learns whom it lost from the rendezvous. OnFailure
+  // restarts every rank (each exits retryable), and worker-0 restores its
+  // newest checkpoint.
   constexpr int kEvery = 40;
   auto run = Run(ExampleJob(4,
                             Args({"--model",
@@ -204,6 +275,8 @@ TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromThe
                                   "2",
                                   "--peer-timeout",
                                   "30",
+                                  "--on-peer-loss",
+                                  "exit",
                                   "--checkpoint-dir",
                                   dir_.File("ckpt"),
                                   "--checkpoint-every-steps",
@@ -236,16 +309,17 @@ TEST_F(AllreduceTraining, AKilledWorkerIsNamedByEveryRankAndTheJobResumesFromThe
   EXPECT_GT(LastValue(out, "final test_accuracy"), 0.7);
 }
 
-// A deleted pod gets SIGTERM: that worker tells the others it is leaving and
-// exits 128+15; the others exit 129 (retryable) naming it. Rank 0, which
-// hosts the rendezvous, stays until the other rank has the reason.
+// With --on-peer-loss exit, a deleted pod gets SIGTERM: that worker tells
+// the others it is leaving and exits 128+15; the others exit 129 (retryable)
+// naming it. Rank 0, which hosts the rendezvous, stays until the other rank
+// has the reason.
 TEST_F(AllreduceTraining, ASigtermedWorkerIsNamedByTheOthers) {
   for (int victim : {1, 0}) {
     SCOPED_TRACE(absl::StrCat("SIGTERM to worker-", victim));
     const int other = 1 - victim;
     testing_util::LocalReplicas job(KUBETRAIN_BIN, /*num_ps=*/0, /*num_workers=*/2);
     job.StartAll({"--train-limit", "2000", "--epochs", "1000", "--threads", "1", "--log-every",
-                  "20", "--metrics-port", "0"});
+                  "20", "--metrics-port", "0", "--on-peer-loss", "exit"});
     ASSERT_TRUE(job.WaitForOutput(
         "worker", victim,
         [](const std::string& o) { return o.find("progress step=") != std::string::npos; },

@@ -57,7 +57,8 @@ AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, optim::Lr
 AllreduceExchange::~AllreduceExchange() {
   // Rank 0 hosts the rendezvous: after a lost peer it stays until the other
   // ranks have the job-wide reason, or they would blame rank 0's exit.
-  if (server_ != nullptr && client_ != nullptr && !client_->AbortStatus().ok()) {
+  if (!options_.reform && server_ != nullptr && client_ != nullptr &&
+      !client_->AbortStatus().ok()) {
     server_->WaitUntilAbortIsKnown(std::min(5.0, options_.peer_timeout_seconds));
   }
   {
@@ -78,11 +79,16 @@ AllreduceExchange::~AllreduceExchange() {
 }
 
 void AllreduceExchange::Leave(const std::string& reason) {
+  leaving_.store(true);
   {
     absl::MutexLock l(&joined_mu_);
     if (!joined_) return;
   }
-  client_->ReportAbort(options_.rank, reason).IgnoreError();  // Aborted: the reason stands
+  if (options_.reform) {
+    client_->Leave(reason);
+    return;
+  }
+  client_->ReportAbort(rank_, reason).IgnoreError();  // Aborted: the reason stands
   if (server_ != nullptr) {
     server_->WaitUntilAbortIsKnown(std::min(5.0, options_.peer_timeout_seconds));
   }
@@ -94,20 +100,27 @@ std::string AllreduceExchange::name() const {
 
 absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   const int world = world_size();
-  const int rank = options_.rank;
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", world));
+  const int index = options_.rank;
+  const bool elastic = options_.reform && options_.max_workers > 0;
+  if (world < 1 || index < 0 || index >= (elastic ? options_.max_workers : world)) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", index, " outside a world of ",
+                                                   elastic ? options_.max_workers : world));
+  }
+  if (elastic && (options_.min_workers < 1 || options_.min_workers > options_.max_workers)) {
+    return absl::InvalidArgumentError(absl::StrCat("--min-workers ", options_.min_workers,
+                                                   " and --max-workers ", options_.max_workers,
+                                                   ": need 1 <= min <= max"));
   }
   device_ = options_.device;
   if (device_ == nullptr) {
     own_device_ = std::make_unique<CpuDevice>();
     device_ = own_device_.get();
   }
-  const bool on_gpu = !device_->host_memory();
-  const bool test_collective = static_cast<bool>(options_.device_collective_for_test);
-  const bool nccl_compiled = NcclCompiledIn() || test_collective;
+  on_gpu_ = !device_->host_memory();
+  test_collective_ = static_cast<bool>(options_.device_collective_for_test);
+  nccl_compiled_ = NcclCompiledIn() || test_collective_;
   if (absl::Status s =
-          CheckRequestedBackend(options_.backend, nccl_compiled, on_gpu || test_collective);
+          CheckRequestedBackend(options_.backend, nccl_compiled_, on_gpu_ || test_collective_);
       !s.ok()) {
     return s;
   }
@@ -122,8 +135,9 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   absl::StatusOr<exchange::TcpListener> listener =
       exchange::TcpListener::Listen(options_.data_listen_host, 0);
   if (!listener.ok()) return listener.status();
+  listener_ = *std::move(listener);
   std::string rendezvous = options_.rendezvous_address;
-  if (rank == 0) {
+  if (index == 0) {
     RendezvousServerOptions so;
     so.listen_address = options_.rendezvous_listen_address;
     so.names = options_.names;
@@ -131,13 +145,26 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
     so.generation = incarnation_;
     so.join_timeout_seconds = options_.rendezvous_timeout_seconds;
     so.peer_timeout_seconds = options_.peer_timeout_seconds;
+    so.reform = options_.reform;
+    if (elastic) {
+      so.min_world = options_.min_workers;
+      so.max_world = options_.max_workers;
+    }
     // Whether NCCL runs is known only once every rank has said where its
-    // tensors are; the id costs little, so rank 0 makes one whenever it may.
-    if (on_gpu && nccl_compiled && options_.backend != "ring") {
-      absl::StatusOr<std::string> id =
-          test_collective ? absl::StatusOr<std::string>(kTestCollectiveId) : NewNcclUniqueId();
+    // tensors are; the id costs little, so rank 0 makes one whenever it may
+    // (and one for each later generation: a communicator is not reused).
+    if (on_gpu_ && nccl_compiled_ && options_.backend != "ring") {
+      const bool test = test_collective_;
+      auto make_id = [test]() -> absl::StatusOr<std::string> {
+        return test ? absl::StatusOr<std::string>(kTestCollectiveId) : NewNcclUniqueId();
+      };
+      absl::StatusOr<std::string> id = make_id();
       if (id.ok()) {
         so.nccl_unique_id = *id;
+        so.new_nccl_unique_id = [make_id]() -> std::string {
+          absl::StatusOr<std::string> next = make_id();
+          return next.ok() ? *next : std::string();
+        };
       } else if (options_.backend == "nccl") {
         return id.status();
       } else {
@@ -153,12 +180,14 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   RendezvousClientOptions co;
   co.address = rendezvous;
   co.token = options_.token;
-  co.rank = rank;
+  co.rank = index;
   co.world_size = world;
-  co.name = options_.names[static_cast<size_t>(rank)];
+  co.name = static_cast<size_t>(index) < options_.names.size()
+                ? options_.names[static_cast<size_t>(index)]
+                : absl::StrCat("worker-", index);
   co.rank0_name = options_.names[0];
-  co.data_address = absl::StrCat(options_.data_advertise_host, ":", listener->port());
-  if (on_gpu) {
+  co.data_address = absl::StrCat(options_.data_advertise_host, ":", listener_.port());
+  if (on_gpu_) {
     co.device_uuid = device_->info().uuid.empty()
                          ? absl::StrCat(device_->info().Id(), " (no UUID) of ", co.name)
                          : device_->info().uuid;
@@ -167,17 +196,35 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   co.join_timeout_seconds = options_.rendezvous_timeout_seconds;
   co.peer_timeout_seconds = options_.peer_timeout_seconds;
   co.heartbeat_seconds = options_.heartbeat_seconds;
+  name_ = co.name;
   client_ = std::make_unique<RendezvousClient>(co, clock_, log_);
   log_(absl::StrCat(co.name, ": joining the allreduce rendezvous at ",
-                    rank == 0 ? absl::StrCat("port ", server_->port()) : rendezvous, " (rank ",
-                    rank, " of ", world, ", tensors on ", device_->info().Id(), ")"));
-  absl::StatusOr<v1::JoinResponse> joined = client_->Join();
+                    index == 0 ? absl::StrCat("port ", server_->port()) : rendezvous, " (rank ",
+                    index, " of ", world, ", tensors on ", device_->info().Id(), ")"));
+  return FormWorld(params, /*state_step=*/-1, /*last_generation=*/0);
+}
+
+absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, int64_t state_step,
+                                                     uint64_t last_generation) {
+  const std::string& me = name_;
+  absl::StatusOr<v1::JoinResponse> joined = client_->Join(state_step, last_generation);
   if (!joined.ok()) return joined.status();
-  if (joined->ranks_size() != world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the rendezvous answered a world of ", joined->ranks_size(), " ranks, expected ", world));
+  const int world = joined->ranks_size();
+  if (!options_.reform && static_cast<size_t>(world) != options_.names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the rendezvous answered a world of ", world,
+                                                   " ranks, expected ", options_.names.size()));
   }
-  client_->StartHeartbeats(joined->generation());
+  rank_ = -1;
+  for (const v1::RankInfo& r : joined->ranks()) {
+    if (r.index() == options_.rank && r.incarnation() == incarnation_) rank_ = r.rank();
+  }
+  if (rank_ < 0) {
+    return absl::InternalError(absl::StrCat("the rendezvous answered a world without ", me));
+  }
+  world_.assign(joined->ranks().begin(), joined->ranks().end());
+  const bool first = generation_number_ == 0;
+  generation_number_ = joined->generation_number();
+  client_->StartHeartbeats(joined->generation(), rank_);
   {
     absl::MutexLock l(&joined_mu_);
     joined_ = true;
@@ -187,14 +234,13 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   // (or all refuse a forced one, naming why).
   std::vector<RankDevice> devices;
   for (const v1::RankInfo& r : joined->ranks()) devices.push_back({r.name(), r.device_uuid()});
-  addresses_.assign(options_.names.size(), "");
+  addresses_.assign(static_cast<size_t>(world), "");
   for (const v1::RankInfo& r : joined->ranks()) {
-    if (r.rank() >= 0 && static_cast<size_t>(r.rank()) < addresses_.size()) {
+    if (r.rank() >= 0 && r.rank() < world)
       addresses_[static_cast<size_t>(r.rank())] = r.data_address();
-    }
   }
   absl::StatusOr<BackendChoice> choice = ChooseCollectiveBackend(
-      options_.backend, nccl_compiled, devices, !joined->nccl_unique_id().empty());
+      options_.backend, nccl_compiled_, devices, !joined->nccl_unique_id().empty());
   if (!choice.ok()) return choice.status();
   backend_ = choice->backend;
   if (backend_ == "nccl") {
@@ -207,35 +253,162 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
       return client_->AbortStatus();
     };
     absl::StatusOr<std::unique_ptr<DeviceCollective>> c =
-        test_collective
-            ? options_.device_collective_for_test(rank, world, joined->nccl_unique_id())
-            : MakeNcclCollective(rank, world, joined->nccl_unique_id(), *device_, joining);
+        test_collective_
+            ? options_.device_collective_for_test(rank_, world, joined->nccl_unique_id())
+            : MakeNcclCollective(rank_, world, joined->nccl_unique_id(), *device_, joining);
     if (!c.ok()) return c.status();
     device_collective_ = *std::move(c);
     mode_ = Mode::kDevice;
   } else if (world == 1) {
     mode_ = Mode::kSolo;
   } else {
-    if (absl::Status s = ConnectRing(*joined, *listener); !s.ok()) return s;
-    mode_ = on_gpu ? Mode::kStagedRing : Mode::kHostRing;
+    if (absl::Status s = ConnectRing(*joined, listener_); !s.ok()) return s;
+    mode_ = on_gpu_ ? Mode::kStagedRing : Mode::kHostRing;
   }
-  log_(absl::StrCat(
-      co.name, ": allreduce backend ", backend_, ": ", choice->reason,
-      mode_ == Mode::kStagedRing ? " (GPU buckets staged through pinned memory)" : ""));
+  if (first || options_.metrics == nullptr) {
+    log_(absl::StrCat(
+        me, ": allreduce backend ", backend_, ": ", choice->reason,
+        mode_ == Mode::kStagedRing ? " (GPU buckets staged through pinned memory)" : ""));
+  }
 
   // Buffers before the state broadcast: a device too small fails here.
+  if (absl::Status s = AllocateBuffers(params.size()); !s.ok()) return s;
+
+  // The newest state: the member's the rendezvous named, or (nobody has
+  // one) rank 0's newest checkpoint.
+  const int root = joined->state_rank();
+  const bool anyone_has_state = joined->ranks(root).state_step() >= 0;
+  int64_t step = std::max<int64_t>(state_step, 0);  // the root's; the others take it
+  if (absl::Status s = BroadcastState(params, &step, root, !anyone_has_state); !s.ok()) return s;
+  checkpoints_.Restart(step);
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = false;
+  }
+  if (mode_ != Mode::kSolo) comm_ = std::thread([this] { CommLoop(); });
+
+  std::vector<std::string> names;
+  for (const v1::RankInfo& r : world_) names.push_back(r.name());
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetWorld(world, generation_number_,
+                               rank_ == 0 ? names : std::vector<std::string>{});
+  }
+  if (first) {
+    log_(absl::StrCat(
+        me, ": allreduce world of ", world, " formed (", absl::StrJoin(names, " -> "), "), ",
+        plan_->buckets().size(), " bucket(s) of up to ", options_.bucket_bytes >> 20, " MiB, ",
+        step > 0 ? absl::StrCat("resuming at step ", step) : "starting at step 0",
+        generation_number_ > 1
+            ? absl::StrCat(" (generation ", generation_number_, ": ", joined->change(), ")")
+            : ""));
+  } else {
+    log_(absl::StrCat("generation ", generation_number_, " formed at step ", step, ": world ",
+                      world, " (", absl::StrJoin(names, " -> "), "; ", joined->change(),
+                      "), state from ", joined->ranks(root).name(),
+                      anyone_has_state ? "" : "'s newest checkpoint", ", backend ", backend_));
+  }
+  return step;
+}
+
+void AllreduceExchange::TearDown() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  if (ring_ != nullptr) ring_->Shutdown();
+  if (comm_.joinable()) comm_.join();
+  ring_.reset();
+  if (device_collective_ != nullptr) {
+    device_collective_->Shutdown();
+    device_collective_.reset();
+  }
+  client_->StopHeartbeats();
+  {
+    absl::MutexLock l(&mu_);
+    grads_ = nullptr;
+    launched_ = done_ = 0;
+    join_to_watch_ = join_watched_ = join_started_ = 0;
+    error_ = absl::OkStatus();
+    stop_ = false;  // the next generation's collectives run
+  }
+  {
+    absl::MutexLock l(&count_mu_);
+    collectives_started_ = collectives_finished_ = 0;
+  }
+  mode_ = Mode::kSolo;
+}
+
+absl::StatusOr<int64_t> AllreduceExchange::Reform(std::span<float> params, int64_t state_step,
+                                                  absl::Status why) {
+  if (!options_.reform || leaving_.load()) return why;
+  // Errors of this rank's own (a driver fault, misuse) are not a changed world.
+  if (absl::IsInternal(why) || absl::IsFailedPrecondition(why) || absl::IsInvalidArgument(why) ||
+      absl::IsResourceExhausted(why) || absl::IsDataLoss(why)) {
+    return why;
+  }
+  const std::string reason = client_->AbortStatus().ok()
+                                 ? std::string(why.message())
+                                 : std::string(client_->AbortStatus().message());
+  log_(absl::StrCat("generation ", generation_number_, " is over (", reason,
+                    "): re-forming the world",
+                    state_step >= 0 ? absl::StrCat(" with this rank's state at step ", state_step)
+                                    : " (this rank's state is not complete: it takes another's)"));
+  const int old_world = static_cast<int>(world_.size());
+  std::set<int> before;
+  for (const v1::RankInfo& r : world_) before.insert(r.index());
+  constexpr int kAttempts = 20;
+  absl::Status last = why;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    TearDown();
+    if (leaving_.load()) return last;
+    absl::StatusOr<int64_t> step = FormWorld(params, state_step, generation_number_);
+    if (step.ok()) {
+      if (options_.metrics != nullptr) {
+        std::set<int> after;
+        for (const v1::RankInfo& r : world_) after.insert(r.index());
+        int joined = 0, gone = 0;
+        for (int i : after) joined += before.contains(i) ? 0 : 1;
+        for (int i : before) gone += after.contains(i) ? 0 : 1;
+        options_.metrics->AddMembershipChanges(metrics::RuntimeMetrics::MembershipChange::kJoined,
+                                               joined);
+        // A replaced member was lost; one gone without a replacement left
+        // or was lost (the rendezvous' reason says which).
+        options_.metrics->AddMembershipChanges(
+            metrics::RuntimeMetrics::MembershipChange::kLost,
+            static_cast<int>(world_.size()) == old_world && joined == 0 ? 1 : gone);
+      }
+      return step;
+    }
+    last = step.status();
+    // The join itself waited the whole --rendezvous-timeout, or was refused.
+    if (absl::IsInvalidArgument(last) || absl::IsDeadlineExceeded(last) || absl::IsInternal(last) ||
+        absl::IsFailedPrecondition(last) || absl::IsResourceExhausted(last)) {
+      return last;
+    }
+    log_(absl::StrCat("forming generation ", generation_number_ + 1, " failed (", last.message(),
+                      "): joining again"));
+    // A broadcast that reached this rank may have overwritten part of it.
+    if (rank_ != 0 || state_step < 0) state_step = -1;
+  }
+  return last;
+}
+
+absl::Status AllreduceExchange::AllocateBuffers(size_t n) {
   const int64_t bucket_elements = std::max<int64_t>(1, options_.bucket_bytes / 4);
-  plan_ = std::make_unique<BucketPlan>(static_cast<int64_t>(params.size()), bucket_elements);
-  if (mode_ != Mode::kSolo) {
-    absl::StatusOr<DeviceBuffer> r = device_->Allocate(Bytes(params.size()));
+  if (plan_ == nullptr) {
+    plan_ = std::make_unique<BucketPlan>(static_cast<int64_t>(n), bucket_elements);
+  }
+  if (mode_ != Mode::kSolo && reduced_.data() == nullptr) {
+    absl::StatusOr<DeviceBuffer> r = device_->Allocate(Bytes(n));
     if (!r.ok()) return r.status();
     reduced_ = *std::move(r);
     absl::StatusOr<DeviceBuffer> sc = device_->Allocate(Bytes(8));
     if (!sc.ok()) return sc.status();
     scalars_ = *std::move(sc);
   }
-  if (mode_ == Mode::kStagedRing) {
-    absl::StatusOr<DeviceBuffer> st = device_->AllocatePinnedHost(Bytes(params.size()));
+  if (mode_ == Mode::kStagedRing && staging_.data() == nullptr) {
+    absl::StatusOr<DeviceBuffer> st = device_->AllocatePinnedHost(Bytes(n));
     if (!st.ok()) return st.status();
     staging_ = *std::move(st);
     for (size_t b = 0; b < plan_->buckets().size(); ++b) {
@@ -244,22 +417,13 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
       bucket_staged_.push_back(*std::move(e));
     }
   }
-
-  int64_t step = 0;
-  if (absl::Status s = BroadcastState(params, &step); !s.ok()) return s;
-  checkpoints_.Restart(step);
-  if (mode_ != Mode::kSolo) comm_ = std::thread([this] { CommLoop(); });
-  log_(absl::StrCat(co.name, ": allreduce world of ", world, " formed (",
-                    absl::StrJoin(options_.names, " -> "), "), ", plan_->buckets().size(),
-                    " bucket(s) of up to ", options_.bucket_bytes >> 20, " MiB, ",
-                    step > 0 ? absl::StrCat("resuming at step ", step) : "starting at step 0"));
-  return step;
+  return absl::OkStatus();
 }
 
 absl::Status AllreduceExchange::ConnectRing(const v1::JoinResponse& joined,
                                             exchange::TcpListener& listener) {
-  const int world = world_size();
-  const int rank = options_.rank;
+  const int world = joined.ranks_size();
+  const int rank = rank_;
   // Ring links: dial the right neighbour, then take the left one's call.
   exchange::TcpConnection right, left;
   auto abort_check = [this] { return client_->AbortStatus(); };
@@ -310,13 +474,13 @@ absl::Status AllreduceExchange::ConnectRing(const v1::JoinResponse& joined,
   return absl::OkStatus();
 }
 
-absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
+absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data, int root) {
   switch (mode_) {
     case Mode::kSolo:
       return absl::OkStatus();
     case Mode::kHostRing:
       return RunCollective(
-          [&](const exchange::IoCheck& c) { return ring_->Broadcast(data, 0, c); });
+          [&](const exchange::IoCheck& c) { return ring_->Broadcast(data, root, c); });
     case Mode::kStagedRing: {
       std::vector<float> host(data.size());
       if (absl::Status s = device_->CopyToHost(data.data(), host.data(), Bytes(data.size()));
@@ -324,7 +488,7 @@ absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
         return s;
       }
       if (absl::Status s = RunCollective(
-              [&](const exchange::IoCheck& c) { return ring_->Broadcast(host, 0, c); });
+              [&](const exchange::IoCheck& c) { return ring_->Broadcast(host, root, c); });
           !s.ok()) {
         return s;
       }
@@ -333,8 +497,8 @@ absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
     }
     case Mode::kDevice:
       return RunCollective([&](const exchange::IoCheck& c) -> absl::Status {
-        if (absl::Status s =
-                device_collective_->Broadcast(data.data(), static_cast<int64_t>(data.size()), 0, c);
+        if (absl::Status s = device_collective_->Broadcast(
+                data.data(), static_cast<int64_t>(data.size()), root, c);
             !s.ok()) {
           return s;
         }
@@ -346,12 +510,14 @@ absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data) {
   return absl::InternalError("unknown allreduce mode");
 }
 
-absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t* step) {
-  // Rank 0's step, optimizer step count and whether optimizer state follows,
-  // as int64 bits in a float buffer (a broadcast copies bits exactly).
-  int64_t meta[4] = {0, 0, 0, 0};
+absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t* step, int root,
+                                               bool load_checkpoint) {
+  // The root's step and optimizer step count, as int64 bits in a float
+  // buffer (a broadcast copies bits exactly).
+  int64_t meta[4] = {*step, optimizer_->steps(), 0, 0};
   const auto states = optimizer_->State();  // in the device's memory
-  if (options_.rank == 0 && !options_.checkpoint_dir.empty()) {
+  if (load_checkpoint) meta[0] = meta[1] = 0;
+  if (rank_ == root && load_checkpoint && !options_.checkpoint_dir.empty()) {
     absl::StatusOr<exchange::CheckpointData> ckpt = exchange::LoadLatestCheckpoint(
         options_.checkpoint_dir, 0, 1, [this](const std::string& w) { log_(w); });
     if (ckpt.ok()) {
@@ -389,22 +555,23 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
     if (mode_ == Mode::kDevice) {
       // The broadcast reads device memory: the meta goes through scalars_.
       device_->CopyToDevice(meta_f, scalars_.data(), sizeof(meta_f));
-      if (absl::Status s = BroadcastDeviceSpan(std::span<float>(scalars_.data(), 8)); !s.ok()) {
+      if (absl::Status s = BroadcastDeviceSpan(std::span<float>(scalars_.data(), 8), root);
+          !s.ok()) {
         return s;
       }
       if (absl::Status s = device_->CopyToHost(scalars_.data(), meta_f, sizeof(meta_f)); !s.ok()) {
         return s;
       }
     } else if (absl::Status s = RunCollective([&](const exchange::IoCheck& c) {
-                 return ring_->Broadcast(std::span<float>(meta_f, 8), 0, c);
+                 return ring_->Broadcast(std::span<float>(meta_f, 8), root, c);
                });
                !s.ok()) {
       return s;
     }
     std::memcpy(meta, meta_f, sizeof(meta));
-    if (absl::Status s = BroadcastDeviceSpan(params); !s.ok()) return s;
+    if (absl::Status s = BroadcastDeviceSpan(params, root); !s.ok()) return s;
     for (auto& [name, buf] : states) {
-      if (absl::Status s = BroadcastDeviceSpan(buf); !s.ok()) return s;
+      if (absl::Status s = BroadcastDeviceSpan(buf, root); !s.ok()) return s;
     }
   }
   *step = meta[0];
@@ -426,7 +593,7 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
   // Ranks that have not entered this collective, by the latest heartbeats.
   std::vector<PeerView> missing;
   for (const PeerView& p : client_->Peers()) {
-    if (p.rank != options_.rank && p.collectives_started < started) {
+    if (p.rank != rank_ && p.collectives_started < started) {
       missing.push_back(p);
     }
   }
@@ -466,13 +633,13 @@ absl::Status AllreduceExchange::StallCheck(double started_at, double* next_warni
 
 std::string AllreduceExchange::PeerLabel(int rank) const {
   const size_t r = static_cast<size_t>(rank);
-  if (rank < 0 || r >= options_.names.size()) return absl::StrCat("rank ", rank);
+  if (rank < 0 || r >= world_.size()) return absl::StrCat("rank ", rank);
+  const std::string& name = world_[r].name();
   const std::string address = r < addresses_.size() ? addresses_[r] : "";
-  return absl::StrCat(options_.names[r], " (",
-                      options_.job_name.empty()
-                          ? ""
-                          : absl::StrCat("pod ", options_.job_name, "-", options_.names[r], ", "),
-                      "rank ", rank, address.empty() ? "" : ", ", address, ")");
+  return absl::StrCat(
+      name, " (",
+      options_.job_name.empty() ? "" : absl::StrCat("pod ", options_.job_name, "-", name, ", "),
+      "rank ", rank, address.empty() ? "" : ", ", address, ")");
 }
 
 void AllreduceExchange::CountStarted() {
@@ -686,6 +853,10 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
   }
   const float lr = schedule_.At(step);
   if (mode_ == Mode::kSolo) {
+    // An elastic world of one re-forms when a replica joins it.
+    if (options_.reform && options_.max_workers > 1) {
+      if (absl::Status s = client_->AbortStatus(); !s.ok()) return Reform(params, step, s);
+    }
     optimizer_->Apply(params, grads, lr, 1.0f);
   } else {
     const int all = static_cast<int>(plan_->buckets().size());
@@ -698,7 +869,9 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
       error_ = absl::OkStatus();
       launched_ = done_ = 0;
     }
-    if (!error.ok()) return error;
+    // The update of the step before was applied whole: this rank's state
+    // continues from `step` (the ring), or cannot be vouched for (NCCL).
+    if (!error.ok()) return Reform(params, mode_ == Mode::kDevice ? -1 : step, error);
     int64_t join = 0;
     if (mode_ == Mode::kStagedRing) {
       device_->CopyToDeviceAsync(staging_.data(), reduced_.data(), Bytes(params.size()));
@@ -706,7 +879,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
       absl::StatusOr<int64_t> j = device_collective_->Join();
       if (!j.ok()) {
         device_collective_->Shutdown();
-        return j.status();
+        return Reform(params, -1, j.status());
       }
       join = *j;
     }
@@ -715,9 +888,15 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     if (mode_ == Mode::kDevice) {
       // Run at most one step ahead of the collectives the thread has seen
       // finish: wait for the previous step's, then hand it this one's.
+      absl::Status watched;
+      {
+        absl::MutexLock l(&mu_);
+        while (!JoinWatchedLocked()) cv_.Wait(&mu_);
+        watched = error_;
+      }
+      // The update just queued may have read a partial sum.
+      if (!watched.ok()) return Reform(params, -1, watched);
       absl::MutexLock l(&mu_);
-      while (!JoinWatchedLocked()) cv_.Wait(&mu_);
-      if (!error_.ok()) return error_;
       join_to_watch_ = join;
       {
         absl::MutexLock c(&count_mu_);
@@ -732,7 +911,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
 absl::StatusOr<int64_t> AllreduceExchange::AfterUpdate(int64_t step,
                                                        std::span<const float> params) {
   const int64_t next = step + 1;
-  if (options_.rank != 0 || !checkpoints_.enabled()) return next;
+  if (rank_ != 0 || !checkpoints_.enabled()) return next;
   // The last step's checkpoint is the job's result: its failure fails the
   // step. A periodic one that fails is logged and tried again later
   // (checkpoint_policy.h).
@@ -750,7 +929,11 @@ absl::StatusOr<int64_t> AllreduceExchange::AfterUpdate(int64_t step,
 
 std::optional<exchange::DeviceStepPlan> AllreduceExchange::UseDeviceScalars(
     const kernels::StepScalars* scalars) {
-  if (optimizer_ == nullptr || mode_ != Mode::kSolo) return std::nullopt;
+  // An elastic world may grow: its steps go through Step.
+  if (optimizer_ == nullptr || mode_ != Mode::kSolo ||
+      (options_.reform && options_.max_workers > 1)) {
+    return std::nullopt;
+  }
   optimizer_->UseDeviceScalars(scalars);
   if (scalars == nullptr) return std::nullopt;
   return exchange::DeviceStepPlan{optim::MakeUpdatePlan(schedule_.plan(), options_.optimizer),

@@ -32,7 +32,23 @@
 //    logs which ranks have not joined it (by replica name, from the
 //    rendezvous heartbeats) and exports it; after --peer-timeout, or at once
 //    when a link breaks, the job's first reported lost peer is named by
-//    every rank and Step fails with Aborted (a retryable exit).
+//    every rank. Without `reform` Step then fails with Aborted (a retryable
+//    exit: the job restarts from a checkpoint).
+//  - Re-forming (`reform`): the world is a generation. What ends one (a
+//    rank lost, restarted, leaving, or a new replica joining an elastic
+//    world) fails the step in flight on every rank, which then joins the
+//    rendezvous again with the step its state continues from (its last
+//    completed step; none after a failed NCCL step, whose update may have
+//    been queued on a partial sum). The next generation forms once every
+//    rank it waits for is there (a fixed world: all of them, the lost one's
+//    replacement included; an elastic one: the survivors and the joiners,
+//    at least min_workers), and the member with the newest state
+//    broadcasts parameters, optimizer state and step to the others; Step
+//    returns the step to run next (the aborted one again), so no update is
+//    lost or applied twice. The rendezvous stays at worker 0's address: when
+//    worker 0 is the one lost, the others wait there for its replacement,
+//    which serves it again and takes the survivors' state. When nobody holds
+//    a state, rank 0 loads the newest checkpoint (as at the first start).
 //  - Checkpoints: rank 0 writes them (checkpoint.h's format: temp file,
 //    fsync, rename, CRC, keep k) every N steps / seconds and at the last
 //    step, as checkpoint_policy.h says: a failed periodic write is logged
@@ -106,6 +122,13 @@ struct AllreduceExchangeOptions {
   int keep_checkpoints = 3;
   metrics::RuntimeMetrics* metrics = nullptr;  // borrowed, may be null
   double max_send_rate = 0;                    // test hook: bytes/s cap on this rank's ring link
+  // Re-form the world after a lost, restarted, joining or leaving rank
+  // instead of failing the step (--on-peer-loss reform).
+  bool reform = false;
+  // Elastic worlds (with reform): between min_workers and max_workers ranks,
+  // replica indexes up to max_workers - 1. 0: a fixed world of names.size().
+  int min_workers = 0;
+  int max_workers = 0;
 };
 
 class AllreduceExchange final : public exchange::Exchange {
@@ -128,23 +151,48 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::Status QueueStep(std::span<const float> grads, std::span<float> params) override;
   absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) override;
 
-  // From another thread (a signal watcher): this rank is going away. Tells
-  // rank 0 why, so every other rank exits naming it, and on rank 0 waits
-  // (at most 5 s) until the others have that reason. Thread-safe; a no-op
-  // before the world has formed.
+  // From another thread (a signal watcher): this rank is going away. From
+  // then on a failing step fails (no re-forming). Tells rank 0 why: with
+  // `reform` the others re-form without this rank (or wait for its
+  // replacement); without, every other rank exits naming it, and rank 0
+  // waits (at most 5 s) until the others have that reason. Thread-safe; a
+  // no-op for rank 0's word before the world has formed.
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(joined_mu_);
 
   float LearningRate(int64_t step) const { return schedule_.At(step); }
-  int world_size() const { return static_cast<int>(options_.names.size()); }
+  // The world of the current generation (the trainer's thread; before
+  // Start: the configured one).
+  int world_size() const {
+    return world_.empty() ? static_cast<int>(options_.names.size())
+                          : static_cast<int>(world_.size());
+  }
+  int rank() const { return rank_; }
+  uint64_t generation() const { return generation_number_; }
   // Buckets whose allreduce started before Step() was called, in total.
   int64_t buckets_started_early() const { return early_.load(); }
 
  private:
   // The ring: connected to the neighbours of this generation.
   absl::Status ConnectRing(const v1::JoinResponse& world, exchange::TcpListener& listener);
-  absl::Status BroadcastState(std::span<float> params, int64_t* step);
-  // data <- rank 0's, for spans in the device's memory.
-  absl::Status BroadcastDeviceSpan(std::span<float> data);
+  // Joins the rendezvous for a generation, connects it and takes the
+  // newest state (state_step: this rank's, -1 for none); returns the step
+  // to run next.
+  absl::StatusOr<int64_t> FormWorld(std::span<float> params, int64_t state_step,
+                                    uint64_t last_generation);
+  // After `why` ended the generation in Step: tears it down and forms the
+  // next one (again while forming it fails past the join), or returns `why`
+  // without `reform` or once this rank leaves.
+  absl::StatusOr<int64_t> Reform(std::span<float> params, int64_t state_step, absl::Status why);
+  // Stops the communication thread and closes the generation's links.
+  void TearDown() ABSL_LOCKS_EXCLUDED(mu_, count_mu_);
+  // Buffers the mode needs, allocated once.
+  absl::Status AllocateBuffers(size_t params);
+  // Parameters, optimizer state and the step <- rank `root`'s (rank 0's
+  // newest checkpoint first when `load_checkpoint`).
+  absl::Status BroadcastState(std::span<float> params, int64_t* step, int root,
+                              bool load_checkpoint);
+  // data <- rank `root`'s, for spans in the device's memory.
+  absl::Status BroadcastDeviceSpan(std::span<float> data, int root);
   // A checkpoint's contents: the parameters and optimizer state, copied
   // into `host` first when they are in a device's memory.
   absl::Status FillCheckpoint(std::span<const float> params, std::vector<std::vector<float>>& host,
@@ -203,6 +251,20 @@ class AllreduceExchange final : public exchange::Exchange {
   Mode mode_ = Mode::kSolo;  // set by Start; the communication thread reads it
   bool finished_ = false;    // Finish succeeded
 
+  // This rank in the current generation, the generation (rank order), and
+  // its number (0 before the first).
+  int rank_ = 0;
+  std::string name_;  // this replica's, "worker-1"
+  std::vector<v1::RankInfo> world_;
+  uint64_t generation_number_ = 0;
+  bool on_gpu_ = false;
+  bool nccl_compiled_ = false;
+  bool test_collective_ = false;
+  // Set by Leave (any thread): a failing step fails, no re-forming.
+  std::atomic<bool> leaving_{false};
+  // The data-plane listener, kept from one generation to the next (the
+  // address the rendezvous hands out).
+  exchange::TcpListener listener_;
   std::unique_ptr<ComputeDevice> own_device_;  // when options_.device is null
   ComputeDevice* device_ = nullptr;
   std::unique_ptr<RendezvousServer> server_;

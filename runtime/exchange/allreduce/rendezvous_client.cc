@@ -27,7 +27,8 @@ RendezvousClient::RendezvousClient(RendezvousClientOptions options, const Clock&
 
 RendezvousClient::~RendezvousClient() { StopHeartbeats(); }
 
-absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
+absl::StatusOr<v1::JoinResponse> RendezvousClient::Join(int64_t state_step,
+                                                        uint64_t last_generation) {
   // Rank 0 owns the join timeout and answers with the missing ranks' names;
   // the client waits a little longer so that answer reaches it.
   constexpr double kGraceSeconds = 5;
@@ -39,6 +40,8 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
   req.set_data_address(options_.data_address);
   req.set_device_uuid(options_.device_uuid);
   req.set_incarnation(options_.incarnation);
+  req.set_state_step(state_step);
+  req.set_last_generation(last_generation);
   std::string last_error;
   double last_log = clock_.NowSeconds();
   while (true) {
@@ -83,11 +86,16 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join() {
   }
 }
 
-void RendezvousClient::StartHeartbeats(uint64_t generation) {
+void RendezvousClient::StartHeartbeats(uint64_t generation, int rank) {
   absl::MutexLock l(&mu_);
   generation_ = generation;
+  rank_ = rank >= 0 ? rank : options_.rank;
   stop_ = false;
-  heartbeat_ = std::thread([this, generation] { HeartbeatLoop(generation); });
+  abort_reason_.clear();
+  lost_rank_ = -1;
+  abort_confirmed_ = false;
+  peers_.clear();
+  heartbeat_ = std::thread([this, generation, r = rank_] { HeartbeatLoop(generation, r); });
 }
 
 void RendezvousClient::StopHeartbeats() {
@@ -111,7 +119,7 @@ bool RendezvousClient::HeartbeatDueLocked() const {
   return stop_ || (!abort_reason_.empty() && !abort_confirmed_);
 }
 
-void RendezvousClient::HeartbeatLoop(uint64_t generation) {
+void RendezvousClient::HeartbeatLoop(uint64_t generation, int rank) {
   double last_answer = clock_.NowSeconds();
   while (true) {
     {
@@ -119,7 +127,7 @@ void RendezvousClient::HeartbeatLoop(uint64_t generation) {
       if (stop_) return;
     }
     v1::HeartbeatRequest req;
-    req.set_rank(options_.rank);
+    req.set_rank(rank);
     req.set_generation(generation);
     req.set_collectives_started(started_);
     req.set_collectives_finished(finished_);
@@ -184,11 +192,13 @@ int RendezvousClient::lost_rank() const {
 absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& reason) {
   if (absl::Status s = AbortStatus(); !s.ok()) return s;
   v1::AbortRequest req;
-  req.set_rank(options_.rank);
+  int rank;
   {
     absl::MutexLock l(&mu_);
     req.set_generation(generation_);
+    rank = rank_;
   }
+  req.set_rank(rank);
   req.set_lost_rank(lost_rank);
   req.set_reason(reason);
   grpc::ClientContext ctx;
@@ -198,7 +208,7 @@ absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& rea
   grpc::Status s = stub_->Abort(&ctx, req, &resp);
   if (s.ok() && !resp.abort_reason().empty()) {
     SetAbort(resp.lost_rank(), resp.abort_reason());
-  } else if (!s.ok() && options_.rank != 0) {
+  } else if (!s.ok() && rank != 0) {
     // Rank 0 does not answer: it is the peer that is gone.
     SetAbort(0, absl::StrCat("lost ", options_.rank0_name,
                              " (rank 0, the rendezvous host): ", s.error_message()));
@@ -206,6 +216,28 @@ absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& rea
     SetAbort(lost_rank, reason);
   }
   return AbortStatus();
+}
+
+void RendezvousClient::Leave(const std::string& reason) {
+  v1::AbortRequest req;
+  int rank;
+  {
+    absl::MutexLock l(&mu_);
+    req.set_generation(generation_);
+    rank = rank_;
+  }
+  req.set_rank(rank);
+  req.set_lost_rank(rank);
+  req.set_reason(reason);
+  req.set_leaving(true);
+  grpc::ClientContext ctx;
+  exchange::AddToken(&ctx, options_.token);
+  ctx.set_deadline(In(2));
+  v1::AbortResponse resp;
+  grpc::Status s = stub_->Abort(&ctx, req, &resp);
+  if (!s.ok())
+    log_(absl::StrCat("could not tell the rendezvous that this rank leaves: ", s.error_message()));
+  SetAbort(rank, absl::StrCat(options_.name, " leaves: ", reason));
 }
 
 }  // namespace kubetrain::allreduce

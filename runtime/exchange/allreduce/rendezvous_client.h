@@ -1,9 +1,11 @@
 // RendezvousClient: one rank's side of the rendezvous. Join() retries until
-// the world forms or --rendezvous-timeout passes; then a heartbeat thread
-// reports this rank's collective progress to rank 0 and keeps the latest
-// view of every peer, which the stall detector reads. AbortStatus() turns
-// non-OK once any rank reported a lost peer, or rank 0 itself has not
-// answered for the peer timeout. Thread-safe.
+// a generation of the world forms with this rank or --rendezvous-timeout
+// passes; then a heartbeat thread reports this rank's collective progress
+// to rank 0 and keeps the latest view of every peer, which the stall
+// detector reads. AbortStatus() turns non-OK once the generation is over
+// (any rank reported a lost peer, one left, one joined) or rank 0 itself has
+// not answered for the peer timeout. Join again (after StopHeartbeats) for
+// the next generation. Thread-safe.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_RENDEZVOUS_CLIENT_H_
 
@@ -25,7 +27,7 @@ namespace kubetrain::allreduce {
 struct RendezvousClientOptions {
   std::string address;  // rank 0's rendezvous host:port
   std::string token;
-  int rank = 0;
+  int rank = 0;  // this replica's index (its rank in the first generation of a fixed world)
   int world_size = 1;
   std::string name;          // this replica, e.g. "worker-1"
   std::string rank0_name;    // for messages when rank 0 is the one lost
@@ -51,11 +53,16 @@ class RendezvousClient {
                    std::function<void(const std::string&)> log);
   ~RendezvousClient();  // stops heartbeats
 
-  absl::StatusOr<v1::JoinResponse> Join() ABSL_LOCKS_EXCLUDED(mu_);
+  // `state_step`: the step this rank's state continues from, -1 for none;
+  // `last_generation`: the generation number it last trained in, 0 for
+  // none (JoinRequest).
+  absl::StatusOr<v1::JoinResponse> Join(int64_t state_step = -1, uint64_t last_generation = 0)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Starts the heartbeat thread (after Join). StartHeartbeats and
-  // StopHeartbeats are called by the owner's thread only.
-  void StartHeartbeats(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the heartbeat thread (after Join) as `rank` of the generation
+  // (default: options' rank), forgetting the last generation's abort.
+  // StartHeartbeats and StopHeartbeats are called by the owner's thread only.
+  void StartHeartbeats(uint64_t generation, int rank = -1) ABSL_LOCKS_EXCLUDED(mu_);
   void StopHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
   void SetProgress(int64_t started, int64_t finished) {
     started_ = started;
@@ -71,9 +78,13 @@ class RendezvousClient {
   // reason every rank gives: the first one recorded, maybe another rank's.
   // When rank 0 does not answer, it is the one lost.
   absl::Status ReportAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // This rank leaves on purpose (SIGTERM): rank 0 takes it out of the world
+  // (the others re-form without it, or wait for its replacement), and this
+  // rank's generation is over. Best effort: returns without waiting long.
+  void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void HeartbeatLoop(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  void HeartbeatLoop(uint64_t generation, int rank) ABSL_LOCKS_EXCLUDED(mu_);
   void SetAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // The heartbeat thread has to act now: stop, or confirm an abort reason.
   bool HeartbeatDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -90,6 +101,7 @@ class RendezvousClient {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // with mu_: stop_, or an abort reason to confirm; Join's retry backoff
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int rank_ ABSL_GUARDED_BY(mu_) = 0;  // in generation_
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PeerView> peers_ ABSL_GUARDED_BY(mu_);
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
