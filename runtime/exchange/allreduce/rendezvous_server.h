@@ -137,6 +137,7 @@ class RendezvousServer {
                                                                  const Clock& clock);
   ~RendezvousServer();
   int port() const { return port_; }
+  uint64_t generation_number() const { return service_->generation_number(); }
   void WaitUntilAbortIsKnown(double seconds) { service_->WaitUntilAbortIsKnown(seconds); }
 
  private:
