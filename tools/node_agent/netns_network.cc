@@ -73,8 +73,16 @@ absl::Status NetnsNetwork::Init() {
 
 absl::StatusOr<PodAttachment> NetnsNetwork::Attach(const std::string& pod_key,
                                                    const std::string& uid) {
+  // Round robin from the last address handed out, as host-local IPAM does:
+  // a pod recreated at once gets another address than the one it lost, so
+  // no peer's neighbour (ARP) cache still points the old address at a veth
+  // that is gone (measured: a lost worker 0's replacement at the same
+  // address was unreachable for 30-50 s).
   int octet = 0;
-  for (int i = options_.first_octet; i <= options_.last_octet; ++i) {
+  const int span = options_.last_octet - options_.first_octet + 1;
+  const int from = last_ < 0 ? options_.first_octet - 1 : last_;
+  for (int k = 1; k <= span; ++k) {
+    const int i = options_.first_octet + ((from - options_.first_octet + k) % span + span) % span;
     if (!used_.count(i)) {
       octet = i;
       break;
@@ -135,6 +143,7 @@ absl::StatusOr<PodAttachment> NetnsNetwork::Attach(const std::string& pod_key,
     return s;
   }
   used_.insert(octet);
+  last_ = octet;
   return a;
 }
 

@@ -51,6 +51,7 @@ class NetnsNetwork final : public PodNetwork {
   CommandRunner& runner_;
   const NetnsOptions options_;
   std::set<int> used_;  // last octets in use
+  int last_ = -1;       // the last octet handed out (-1: none yet)
 };
 
 }  // namespace kubetrain::node_agent

@@ -74,7 +74,10 @@ TEST_F(NetnsNetworkTest, AttachBuildsANamespaceVethAndHostsFile) {
   EXPECT_EQ(Read(hosts), "10.9.8.3\tjob-ps-0\n");
 }
 
-TEST_F(NetnsNetworkTest, AddressesAreUniqueAndReusedAfterDetach) {
+// Round robin, as host-local IPAM: a pod recreated at once does not get the
+// address its predecessor just gave back (peers' ARP caches still map it to
+// a veth that is gone); freed addresses come back once the range wraps.
+TEST_F(NetnsNetworkTest, AddressesAreUniqueAndHandedOutRoundRobin) {
   NetnsNetwork net(runner_, Options());
   absl::StatusOr<PodAttachment> a = net.Attach("ns/a", "aaaaaaaa");
   absl::StatusOr<PodAttachment> b = net.Attach("ns/b", "bbbbbbbb");
@@ -86,7 +89,20 @@ TEST_F(NetnsNetworkTest, AddressesAreUniqueAndReusedAfterDetach) {
   EXPECT_FALSE(std::filesystem::exists(dir_.File("etc-netns/kt-aaaaaaaa")));
   absl::StatusOr<PodAttachment> c = net.Attach("ns/c", "cccccccc");
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->ip, "10.9.8.2");
+  EXPECT_EQ(c->ip, "10.9.8.4");
+}
+
+TEST_F(NetnsNetworkTest, AFreedAddressComesBackWhenTheRangeWraps) {
+  NetnsOptions o = Options();
+  o.last_octet = 4;  // .2 .3 .4
+  NetnsNetwork net(runner_, o);
+  absl::StatusOr<PodAttachment> a = net.Attach("ns/a", "aaaaaaaa");
+  absl::StatusOr<PodAttachment> b = net.Attach("ns/b", "bbbbbbbb");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(net.Detach(*a).ok());
+  EXPECT_EQ(net.Attach("ns/c", "cccccccc")->ip, "10.9.8.4");
+  EXPECT_EQ(net.Attach("ns/d", "dddddddd")->ip, "10.9.8.2");
+  EXPECT_FALSE(net.Attach("ns/e", "eeeeeeee").ok());  // all three in use
 }
 
 TEST_F(NetnsNetworkTest, AFailedStepCleansUpAndNamesThePod) {
