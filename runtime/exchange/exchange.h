@@ -39,6 +39,22 @@ struct DeviceStepPlan {
   int64_t optimizer_steps = 0;
 };
 
+// Where the data stands: the epoch and how many of its permutation's
+// positions the whole world has taken (data/batch_sampler.h's cursor).
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t cursor = 0;
+};
+
+// The world a replica's data shard is cut for, when the exchange decides it
+// (an elastic allreduce world, which grows and shrinks): this replica's rank
+// and the world's size, and the generation that formed it.
+struct Membership {
+  int rank = 0;
+  int size = 1;
+  uint64_t generation = 0;
+};
+
 class Exchange {
  public:
   virtual ~Exchange() = default;
@@ -70,6 +86,16 @@ class Exchange {
 
   // This replica has finished training.
   virtual absl::Status Finish() = 0;
+
+  // Elastic worlds: the world the data is sharded for now (after Start and
+  // after each Step); nullopt: the one the trainer was configured with.
+  virtual std::optional<Membership> CurrentMembership() const { return std::nullopt; }
+  // Before each Step: where the step's batch starts. A state handed to
+  // another replica (a re-formed world) carries it.
+  virtual void SetDataPosition(const DataPosition& position) {}
+  // Where the state taken by the last Start or Step (one that did not
+  // return step + 1) continues; nullopt: where its step says.
+  virtual std::optional<DataPosition> TakenDataPosition() const { return std::nullopt; }
 
   // Steps on the device alone, for capture (CUDA graphs). An exchange whose
   // step only queues device work (LocalExchange; an allreduce world of one)

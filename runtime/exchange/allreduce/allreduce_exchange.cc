@@ -94,6 +94,13 @@ void AllreduceExchange::Leave(const std::string& reason) {
   }
 }
 
+std::optional<exchange::Membership> AllreduceExchange::CurrentMembership() const {
+  // Only an elastic world reshards its data; a fixed one keeps the shards
+  // of its replica indexes (a re-formed fixed world has the same ranks).
+  if (!options_.reform || options_.max_workers <= 0 || world_.empty()) return std::nullopt;
+  return exchange::Membership{rank_, static_cast<int>(world_.size()), generation_number_};
+}
+
 std::string AllreduceExchange::name() const {
   return absl::StrCat("allreduce-", backend_.empty() ? options_.backend : backend_);
 }
@@ -512,11 +519,15 @@ absl::Status AllreduceExchange::BroadcastDeviceSpan(std::span<float> data, int r
 
 absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t* step, int root,
                                                bool load_checkpoint) {
-  // The root's step and optimizer step count, as int64 bits in a float
-  // buffer (a broadcast copies bits exactly).
-  int64_t meta[4] = {*step, optimizer_->steps(), 0, 0};
+  // The root's step, optimizer step count and data position (epoch and
+  // cursor; -1: derive it from the step), as int64 bits in a float buffer
+  // (a broadcast copies bits exactly).
+  int64_t meta[4] = {*step, optimizer_->steps(), position_.epoch, position_.cursor};
   const auto states = optimizer_->State();  // in the device's memory
-  if (load_checkpoint) meta[0] = meta[1] = 0;
+  if (load_checkpoint || *step == 0) {
+    meta[0] = meta[1] = 0;
+    meta[2] = meta[3] = -1;
+  }
   if (rank_ == root && load_checkpoint && !options_.checkpoint_dir.empty()) {
     absl::StatusOr<exchange::CheckpointData> ckpt = exchange::LoadLatestCheckpoint(
         options_.checkpoint_dir, 0, 1, [this](const std::string& w) { log_(w); });
@@ -576,6 +587,8 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
   }
   *step = meta[0];
   optimizer_->set_steps(meta[1]);
+  taken_.reset();
+  if (meta[2] >= 0 && meta[3] >= 0) taken_ = exchange::DataPosition{meta[2], meta[3]};
   return absl::OkStatus();
 }
 

@@ -159,6 +159,10 @@ class AllreduceExchange final : public exchange::Exchange {
   // no-op for rank 0's word before the world has formed.
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(joined_mu_);
 
+  std::optional<exchange::Membership> CurrentMembership() const override;
+  void SetDataPosition(const exchange::DataPosition& position) override { position_ = position; }
+  std::optional<exchange::DataPosition> TakenDataPosition() const override { return taken_; }
+
   float LearningRate(int64_t step) const { return schedule_.At(step); }
   // The world of the current generation (the trainer's thread; before
   // Start: the configured one).
@@ -257,6 +261,11 @@ class AllreduceExchange final : public exchange::Exchange {
   std::string name_;  // this replica's, "worker-1"
   std::vector<v1::RankInfo> world_;
   uint64_t generation_number_ = 0;
+  // The trainer's data position before the step in flight, and the one the
+  // state taken at the last formed generation carries (nullopt: unknown,
+  // derive it from the step).
+  exchange::DataPosition position_;
+  std::optional<exchange::DataPosition> taken_;
   bool on_gpu_ = false;
   bool nccl_compiled_ = false;
   bool test_collective_ = false;
