@@ -18,8 +18,10 @@
 // The ranks' batches of one step are disjoint, and the steps of one epoch
 // cover every position exactly once, however the world changes between
 // steps (Reshard). For a world that does not change, rank i takes the
-// positions p with p % n == i: today's stride sharding, batch for batch,
-// whenever every rank has the same number of batches per epoch.
+// positions p with p % n == i, batch for batch as the per-shard stride
+// sharding this class did before the cursor (each shard cut its own
+// positions into batches) whenever those shards had the same number of
+// batches per epoch; the cases where they did not are described next.
 //
 // The epoch's last step. With R = N - c remaining positions, ranks i >= R
 // get no position at all when R < n: NextBatch returns an EMPTY span for
@@ -27,8 +29,10 @@
 // take part in that step (allreduce, barrier) with a zero gradient, or the
 // world deadlocks; every rank takes the same number of steps per epoch.
 // (Before the world-wide cursor, such a rank went on to its next epoch one
-// step early, so ranks drifted apart by epoch.) Ranks i < R with
-// R < B*n get a partial batch (at least one sample) unless drop_last.
+// step early, so ranks drifted apart by epoch, and with drop_last a rank
+// whose shard had more full batches took them.) Otherwise a rank's batch at
+// the last step may be partial (fewer than B samples, at least one) unless
+// drop_last.
 //
 // drop_last: a step is taken only when every rank gets a full batch
 // (N - c >= B*n); otherwise the rest of the epoch is dropped, on every rank
@@ -122,7 +126,9 @@ class BatchSampler {
   // next NextBatch on this sampler is rank `shard_index` of `num_shards`,
   // at the same (epoch, cursor), so the samples the old world had not
   // consumed are exactly the ones the new world shares out. Every rank of
-  // the new world must reshard at the same position. Resharding to the
+  // the new world must reshard at the same position (a rank that joins
+  // creates its sampler as shard_index of num_shards and calls SetCursor
+  // with the world's epoch and cursor). Resharding to the
   // current world changes nothing. InvalidArgument, leaving the sampler
   // unchanged, when the new world fails Create's checks; with drop_last, a
   // larger world may have less than a full step left, which ends the epoch.
