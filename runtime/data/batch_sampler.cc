@@ -44,8 +44,17 @@ class SplitMix64 {
 
 uint64_t Mix(uint64_t x) { return SplitMix64(x).Next(); }
 
+// Positions p < dataset_size with p % num_shards == shard_index.
 int64_t ShardSizeOf(int64_t dataset_size, int shard_index, int num_shards) {
   return dataset_size / num_shards + (shard_index < dataset_size % num_shards ? 1 : 0);
+}
+
+// Positions one step of the world consumes, B*n, or more than dataset_size
+// when that is already more (the batch size capped at dataset_size keeps
+// the product from overflowing; it changes nothing, since a step never goes
+// past the epoch's end).
+int64_t StepSpan(int64_t dataset_size, int64_t batch_size, int num_shards) {
+  return std::min(batch_size, dataset_size) * num_shards;
 }
 
 absl::Status Validate(int64_t dataset_size, int64_t batch_size, int shard_index, int num_shards,
@@ -66,16 +75,18 @@ absl::Status Validate(int64_t dataset_size, int64_t batch_size, int shard_index,
     return absl::InvalidArgumentError(absl::StrCat("BatchSampler: shard_index ", shard_index,
                                                    " is outside [0, ", num_shards, ")"));
   }
-  const int64_t shard_size = ShardSizeOf(dataset_size, shard_index, num_shards);
-  if (shard_size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("BatchSampler: shard ", shard_index, " of ",
+  // The last shard is the smallest: every shard has a sample, and with
+  // drop_last a full batch, iff it does.
+  if (dataset_size < num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("BatchSampler: shard ", num_shards - 1, " of ",
                                                    num_shards, " is empty: the dataset has only ",
                                                    dataset_size, " samples"));
   }
-  if (drop_last && shard_size < batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BatchSampler: drop_last with batch_size ", batch_size, " > shard size ", shard_size,
-        " (shard ", shard_index, " of ", num_shards, ") would yield no batches"));
+  if (drop_last && dataset_size / num_shards < batch_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchSampler: drop_last with batch_size ", batch_size, " > shard size ",
+                     dataset_size / num_shards, " (shard ", num_shards - 1, " of ", num_shards,
+                     ") would yield no batches"));
   }
   return absl::OkStatus();
 }
@@ -101,10 +112,24 @@ BatchSampler::BatchSampler(int64_t dataset_size, int64_t batch_size, uint64_t se
       num_shards_(num_shards),
       shuffle_(shuffle),
       drop_last_(drop_last) {
-  if (!Validate(dataset_size, batch_size, shard_index, num_shards, drop_last).ok()) return;
-  shard_size_ = ShardSizeOf(dataset_size, shard_index, num_shards);
-  batches_per_epoch_ =
-      drop_last_ ? shard_size_ / batch_size_ : (shard_size_ + batch_size_ - 1) / batch_size_;
+  valid_ = Configure(shard_index, num_shards);
+}
+
+bool BatchSampler::Configure(int shard_index, int num_shards) {
+  if (!Validate(dataset_size_, batch_size_, shard_index, num_shards, drop_last_).ok()) {
+    return false;
+  }
+  shard_index_ = shard_index;
+  num_shards_ = num_shards;
+  shard_size_ = ShardSizeOf(dataset_size_, shard_index, num_shards);
+  const int64_t span = StepSpan(dataset_size_, batch_size_, num_shards);
+  batches_per_epoch_ = drop_last_ ? dataset_size_ / span : (dataset_size_ + span - 1) / span;
+  return true;
+}
+
+int64_t BatchSampler::batch_in_epoch() const {
+  if (!valid_) return 0;
+  return cursor_ / StepSpan(dataset_size_, batch_size_, num_shards_);
 }
 
 std::vector<int64_t> BatchSampler::EpochPermutation(int64_t dataset_size, uint64_t seed,
@@ -121,38 +146,75 @@ std::vector<int64_t> BatchSampler::EpochPermutation(int64_t dataset_size, uint64
 }
 
 void BatchSampler::EnsureEpoch() {
-  if (indices_epoch_ == epoch_) return;
-  shard_indices_.resize(static_cast<size_t>(shard_size_));
-  if (shuffle_) {
-    const std::vector<int64_t> perm = EpochPermutation(dataset_size_, seed_, epoch_, true);
-    for (int64_t k = 0; k < shard_size_; ++k) {
-      shard_indices_[k] = perm[shard_index_ + k * num_shards_];
-    }
-  } else {
-    for (int64_t k = 0; k < shard_size_; ++k) shard_indices_[k] = shard_index_ + k * num_shards_;
+  if (perm_epoch_ == epoch_) return;
+  // A new vector rather than an update in place: copies may share the old.
+  perm_ = std::make_shared<const std::vector<int64_t>>(
+      EpochPermutation(dataset_size_, seed_, epoch_, /*shuffle=*/true));
+  perm_epoch_ = epoch_;
+}
+
+void BatchSampler::Normalize() {
+  const int64_t left = dataset_size_ - cursor_;
+  if (left <= 0 || (drop_last_ && left < StepSpan(dataset_size_, batch_size_, num_shards_))) {
+    ++epoch_;
+    cursor_ = 0;
   }
-  indices_epoch_ = epoch_;
 }
 
 std::span<const int64_t> BatchSampler::NextBatch() {
-  if (batches_per_epoch_ == 0) return {};
-  EnsureEpoch();
-  const int64_t start = batch_in_epoch_ * batch_size_;
-  const int64_t len = std::min(batch_size_, shard_size_ - start);
-  std::span<const int64_t> batch(shard_indices_.data() + start, static_cast<size_t>(len));
-  if (++batch_in_epoch_ == batches_per_epoch_) {
-    ++epoch_;
-    batch_in_epoch_ = 0;
+  batch_.clear();
+  if (!valid_) return {};
+  if (shuffle_) EnsureEpoch();
+  const int64_t n = num_shards_;
+  for (int64_t j = 0, p = cursor_ + shard_index_; j < batch_size_ && p < dataset_size_;
+       ++j, p += n) {
+    batch_.push_back(shuffle_ ? (*perm_)[static_cast<size_t>(p)] : p);
   }
-  return batch;
+  cursor_ = std::min(cursor_ + StepSpan(dataset_size_, batch_size_, num_shards_), dataset_size_);
+  Normalize();
+  return batch_;
 }
 
 void BatchSampler::SetPosition(int64_t epoch, int64_t batch_in_epoch) {
-  if (batches_per_epoch_ == 0) return;
+  batch_.clear();
+  if (!valid_) return;
   epoch = std::max<int64_t>(epoch, 0);
   batch_in_epoch = std::max<int64_t>(batch_in_epoch, 0);
   epoch_ = epoch + batch_in_epoch / batches_per_epoch_;
-  batch_in_epoch_ = batch_in_epoch % batches_per_epoch_;
+  // < dataset_size (and a full step short of it with drop_last), by the
+  // definition of batches_per_epoch_.
+  cursor_ = batch_in_epoch % batches_per_epoch_ * StepSpan(dataset_size_, batch_size_, num_shards_);
+}
+
+absl::Status BatchSampler::SetCursor(int64_t epoch, int64_t cursor) {
+  if (!valid_) {
+    return absl::FailedPreconditionError(
+        "BatchSampler: SetCursor on an empty sampler (created with invalid arguments)");
+  }
+  if (epoch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchSampler: epoch must be >= 0, got ", epoch));
+  }
+  if (cursor < 0 || cursor > dataset_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchSampler: cursor ", cursor, " is outside [0, ", dataset_size_, "]"));
+  }
+  batch_.clear();
+  epoch_ = epoch;
+  cursor_ = cursor;
+  Normalize();
+  return absl::OkStatus();
+}
+
+absl::Status BatchSampler::Reshard(int shard_index, int num_shards) {
+  if (absl::Status s = Validate(dataset_size_, batch_size_, shard_index, num_shards, drop_last_);
+      !s.ok()) {
+    return s;
+  }
+  batch_.clear();
+  valid_ = Configure(shard_index, num_shards);
+  Normalize();
+  return absl::OkStatus();
 }
 
 void GatherBatch(const Dataset& ds, std::span<const int64_t> indices, float* features_out,

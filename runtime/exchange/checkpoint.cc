@@ -54,6 +54,16 @@ absl::Status Errno(const std::string& what, const std::string& path) {
 
 }  // namespace
 
+std::optional<DataPosition> DataPositionOf(const v1::CheckpointHeader& header) {
+  if (!header.has_data_epoch() || !header.has_data_cursor()) return std::nullopt;
+  return DataPosition{.epoch = header.data_epoch(), .cursor = header.data_cursor()};
+}
+
+void SetDataPosition(const DataPosition& position, v1::CheckpointHeader& header) {
+  header.set_data_epoch(position.epoch);
+  header.set_data_cursor(position.cursor);
+}
+
 std::string ShardCheckpointDir(const std::string& dir, int shard_index, int num_shards) {
   return (fs::path(dir) / absl::StrCat("shard-", shard_index, "-of-", num_shards)).string();
 }
@@ -133,6 +143,15 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
     return corrupt("unreadable header");
   }
   pos += header_len;
+  if (d.header.has_data_epoch() != d.header.has_data_cursor()) {
+    return corrupt(d.header.has_data_epoch() ? "header has data_epoch without data_cursor"
+                                             : "header has data_cursor without data_epoch");
+  }
+  d.data_position = DataPositionOf(d.header);
+  if (d.data_position && (d.data_position->epoch < 0 || d.data_position->cursor < 0)) {
+    return corrupt(absl::StrCat("negative data position (epoch ", d.data_position->epoch,
+                                ", cursor ", d.data_position->cursor, ")"));
+  }
   const size_t n = d.header.range().length();
   const size_t want = pos + n * 4 * (1 + static_cast<size_t>(d.header.state_names_size())) + 4;
   if (bytes.size() != want) {

@@ -4,6 +4,8 @@
 //   "KTCKPT01" | u32 header length | CheckpointHeader (proto) |
 //   params floats | each optimizer state's floats | u32 crc32 of all before
 // (integers and floats little-endian: base/little_endian.h).
+// The header may carry the data position (data_epoch, data_cursor: the
+// BatchSampler's epoch and world-wide cursor); DataPositionOf reads it.
 // Files are <dir>/shard-<i>-of-<n>/ckpt-<global step, 12 digits>.ktc, written
 // to a temporary name, fsynced and renamed, so a crash never leaves a
 // half-written checkpoint under a real name. Functions are thread-safe for
@@ -11,7 +13,9 @@
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_CHECKPOINT_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_CHECKPOINT_H_
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +24,25 @@
 #include "kubetrain/v1/parameter_server.pb.h"
 
 namespace kubetrain::exchange {
+
+// Where a job is in its data order: BatchSampler's epoch() and cursor()
+// (runtime/data/batch_sampler.h), the same on every rank.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t cursor = 0;
+  bool operator==(const DataPosition&) const = default;
+};
+
+// The header's data position, or nullopt when it has none: a checkpoint
+// written before the fields existed or by a writer that does not know the
+// position (PS shards). Then derive it from global_step as a fixed world
+// does: BatchSampler::SetPosition(step / batches_per_epoch, step %
+// batches_per_epoch). ReadCheckpoint refuses a header with only one of the
+// two fields or a negative one, so a header it returned has both or
+// neither.
+std::optional<DataPosition> DataPositionOf(const v1::CheckpointHeader& header);
+// Sets both fields.
+void SetDataPosition(const DataPosition& position, v1::CheckpointHeader& header);
 
 struct CheckpointView {
   v1::CheckpointHeader header;
@@ -32,6 +55,7 @@ struct CheckpointData {
   std::vector<float> params;
   std::vector<std::vector<float>> states;
   std::string path;
+  std::optional<DataPosition> data_position;  // DataPositionOf(header)
 };
 
 std::string ShardCheckpointDir(const std::string& dir, int shard_index, int num_shards);
@@ -41,7 +65,8 @@ std::string ShardCheckpointDir(const std::string& dir, int shard_index, int num_
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointView& ckpt,
                                             int keep);
 
-// Reads and verifies one checkpoint file (magic, sizes, checksum).
+// Reads and verifies one checkpoint file (magic, sizes, checksum, a data
+// position with both fields >= 0 or none).
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
 
 // The newest checkpoint of the shard that verifies; corrupt or truncated

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -63,6 +64,10 @@ struct CheckpointContents {
   std::span<const float> params;
   std::vector<std::pair<std::string, std::span<const float>>> states;  // named optimizer state
   std::vector<int64_t> worker_clocks;                                  // PS shards
+  // The data position after the checkpoint's step, where the writer knows
+  // it; unset (the default) writes a header without one, which a reader
+  // derives from the global step (checkpoint.h, DataPositionOf).
+  std::optional<DataPosition> data_position;
 };
 
 class CheckpointPolicy {

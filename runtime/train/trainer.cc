@@ -449,6 +449,16 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       // Everything the step queues, in order: the device reads its
       // position, learning rate and dropout call from `scalars`.
       const auto queue_step = [&]() -> absl::Status {
+        if (n == 0) {
+          // No sample for this rank in the epoch's last step (BatchSampler):
+          // it takes part in the step with a zero gradient.
+          device.Fill(model_.grads().data(), model_.num_params(), 0.0f);
+          if (absl::Status s = exchange_.QueueStep(model_.grads(), model_.params()); !s.ok()) {
+            return s;
+          }
+          device.AdvanceStep(step_plan, 1, scalars);
+          return absl::OkStatus();
+        }
         device.GatherRows(resident->features.data(), resident->labels.ints(), d,
                           resident->order.ints(), &scalars->cursor, n, model_.InputBuffer(n),
                           device_labels.ints());
@@ -496,6 +506,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       mirror.cursor += opt_.batch_size;
       compute_t1 = clock_.NowSeconds();
       next = exchange_.StepQueued(step, model_.params());
+    } else if (replicas == 1 && n == 0) {
+      // No sample for this rank in the epoch's last step (BatchSampler): it
+      // takes part in the step with a zero gradient, all of it final.
+      device.Fill(model_.grads().data(), model_.num_params(), 0.0f);
+      exchange_.GradientsReady(model_.grads(), 0);
     } else if (replicas == 1) {
       TensorView out;
       const int32_t* step_labels = labels.data();

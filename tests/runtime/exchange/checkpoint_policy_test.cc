@@ -191,6 +191,28 @@ TEST(CheckpointPolicy, WritesTheContentsThroughTheCheckpointFormat) {
   EXPECT_EQ(h.state_names(0), "velocity");
   EXPECT_EQ(d->params, params);
   EXPECT_EQ(d->states.at(0), velocity);
+  EXPECT_EQ(d->data_position, std::nullopt);  // the fill did not know it
+}
+
+// A writer that knows the data position puts it in the header.
+TEST(CheckpointPolicy, WritesTheDataPositionWhenKnown) {
+  data::testing_util::TempDir dir;
+  FakeClock clock;
+  CheckpointPolicy policy({.dir = dir.path(), .every_steps = 1}, clock, [](const std::string&) {});
+  const std::vector<float> params = {1, 2};
+  auto fill = [&](CheckpointContents& c) {
+    c.params = params;
+    c.num_params = 2;
+    c.data_position = DataPosition{.epoch = 4, .cursor = 96};
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::string> path = policy.WriteNow(12, fill);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<CheckpointData> d = ReadCheckpoint(*path);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->header.data_epoch(), 4);
+  EXPECT_EQ(d->header.data_cursor(), 96);
+  EXPECT_EQ(d->data_position, (DataPosition{.epoch = 4, .cursor = 96}));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // computed on the CPU): the local optimizer on the device, and a host
 // exchange behind StagedExchange, follow the CPU's loss curve; the data set
 // stays on the device and a step neither copies from the host nor waits.
+#include <cmath>
 #include <sstream>
 #include <vector>
 
@@ -191,6 +192,39 @@ TEST(DeviceTraining, CudaGraphOnRefusesWhatCannotBeCaptured) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(r.status().message()).find("cuda:7 cannot capture"), std::string::npos)
       << r.status();
+}
+
+// 21 samples, batch 10, shard 1 of 2: each epoch's last step leaves this
+// rank no sample (BatchSampler's empty batch). On a device with its own
+// memory, with the step's scalars on the device (the local optimizer there)
+// and through host staging, it still takes every step with a zero gradient
+// and the parameters stay finite.
+TEST(DeviceTraining, AnEmptyLastBatchStillTakesTheStep) {
+  for (const Exchange how : {Exchange::kLocalOnDevice, Exchange::kStagedHost}) {
+    testing::FakeDevice device;
+    data::Dataset train = Quadrants(21, 1);
+    std::unique_ptr<nn::Model> model =
+        *nn::BuildModelFromSpec(kSpec, "test", Shape{6, 6, 1}, &device);
+    const size_t n = static_cast<size_t>(model->num_params());
+    const bool on_device = how == Exchange::kLocalOnDevice;
+    exchange::LocalExchange local(
+        *optim::MakeOptimizer({.kind = "sgd"}, n, on_device ? &device : nullptr),
+        *optim::LrSchedule::Create({.base_lr = 0.05f}));
+    std::unique_ptr<exchange::StagedExchange> staged;
+    if (!on_device) staged = *exchange::StagedExchange::Create(local, device, model->num_params());
+    std::ostringstream out;
+    ProgressReporter progress(out);
+    FakeClock clock;
+    Trainer t(*model, on_device ? static_cast<exchange::Exchange&>(local) : *staged, train, nullptr,
+              {.epochs = 2, .batch_size = 10, .seed = 3, .shard_index = 1, .num_shards = 2},
+              progress, clock);
+    absl::StatusOr<TrainResult> r = t.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->steps, 4);
+    std::vector<float> params(n);
+    ASSERT_TRUE(device.CopyToHost(model->params().data(), params.data(), n * sizeof(float)).ok());
+    for (float p : params) ASSERT_TRUE(std::isfinite(p));
+  }
 }
 
 }  // namespace

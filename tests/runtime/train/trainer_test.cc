@@ -1,5 +1,9 @@
 #include "runtime/train/trainer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <span>
 #include <sstream>
 #include <vector>
 
@@ -9,6 +13,7 @@
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model_spec.h"
+#include "tests/support/quadrants_dataset.h"
 
 namespace kubetrain::train {
 namespace {
@@ -156,6 +161,64 @@ TEST(Trainer, ShardsSeeDisjointHalves) {
               clock);
     ASSERT_TRUE(t.Run().ok());
     EXPECT_EQ(ex.steps.size(), 5u) << "50 samples per shard, batch 10";
+  }
+}
+
+// 21 samples, batch 10, 2 shards: the world's second step has one position
+// left, so shard 1's last batch of each epoch is empty (BatchSampler). It
+// still takes the step, with a zero gradient, and both shards take the same
+// number of steps. For a dense model and for conv, pooling and dropout.
+TEST(Trainer, AnEmptyLastBatchStillStepsWithAZeroGradient) {
+  class GradientExchange : public RecordingExchange {
+   public:
+    GradientExchange() : RecordingExchange(0) {}
+    absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                                 std::span<float> params) override {
+      float largest = 0;
+      bool finite = true;
+      for (float g : grads) {
+        largest = std::max(largest, std::abs(g));
+        finite = finite && std::isfinite(g);
+      }
+      largest_grad.push_back(finite ? largest : -1.0f);
+      return RecordingExchange::Step(step, grads, params);
+    }
+    std::vector<float> largest_grad;
+  };
+  struct Case {
+    data::Dataset train;
+    std::function<std::unique_ptr<nn::Model>()> model;
+  };
+  const Case cases[] = {
+      {Synthetic(21, 1), SmallModel},
+      {testing::QuadrantsDataset(21, 1, /*side=*/6, /*channels=*/1), [] {
+         return *nn::BuildModelFromSpec(
+             "layers: [{type: conv2d, filters: 4, kernel: 3, padding: same}, relu, "
+             "{type: maxpool2d, size: 2}, flatten, {type: dropout, rate: 0.1}, "
+             "{type: dense, units: 4}]",
+             "test", Shape{6, 6, 1});
+       }}};
+  for (const Case& c : cases) {
+    for (int shard = 0; shard < 2; ++shard) {
+      auto model = c.model();
+      GradientExchange ex;
+      std::ostringstream out;
+      ProgressReporter progress(out);
+      FakeClock clock;
+      Trainer t(*model, ex, c.train, nullptr,
+                {.epochs = 2, .batch_size = 10, .shard_index = shard, .num_shards = 2}, progress,
+                clock);
+      absl::StatusOr<TrainResult> r = t.Run();
+      ASSERT_TRUE(r.ok()) << "shard " << shard << ": " << r.status();
+      ASSERT_EQ(ex.steps.size(), 4u) << "shard " << shard;
+      for (size_t i = 0; i < ex.largest_grad.size(); ++i) {
+        if (shard == 1 && i % 2 == 1) {
+          EXPECT_EQ(ex.largest_grad[i], 0.0f) << "step " << i;
+        } else {
+          EXPECT_GT(ex.largest_grad[i], 0.0f) << "shard " << shard << " step " << i;
+        }
+      }
+    }
   }
 }
 
