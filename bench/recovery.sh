@@ -45,7 +45,10 @@ now_ms() { date +%s%3N; }
 uid() { k get pod "$JOB-worker-$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null || true; }
 logs() { k logs -n "$NS" "$JOB-worker-0" 2>/dev/null || true; }
 last_step() { logs | sed -n 's/^progress step=\([0-9]*\)\/.*/\1/p' | tail -1; }
-pid_of() {
+pid_of() {  # the node agent's pid of the pod's container, once its state is the current pod's
+  local u; u=$(uid "$1")
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['uid'] == sys.argv[2] and d['pids'].get('kubetrain') else 1); " \
+    "$state/node/pods/${NS}_$JOB-worker-$1.json" "$u" 2>/dev/null || return 1
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['pids']['kubetrain'])" \
     "$state/node/pods/${NS}_$JOB-worker-$1.json"
 }
@@ -73,9 +76,11 @@ for round in $(seq 1 "$rounds"); do
     wait_for 300 "worker-0 to reach step $kill_at" reached
     declare -A before=()
     for i in $(seq 0 $((workers - 1))); do before[$i]=$(uid "$i"); done
+    wait_for 30 "worker-1's process" pid_of 1
+    victim=$(pid_of 1)
     at=$(last_step)
     t0=$(now_ms)
-    kill -KILL "$(pid_of 1)"
+    kill -KILL "$victim"
     if [ "$mode" = reform ]; then
       back() { logs | sed -n '/generation 2 formed/,$p' | grep -q '^progress step='; }
     else

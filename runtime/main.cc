@@ -147,6 +147,10 @@ void AddTrainFlags(CLI::App* cmd, kubetrain::train::TrainCommandOptions& o) {
                   "Allreduce, elastic jobs: the most workers the world grows to (default: "
                   "KUBETRAIN_MAX_WORKERS)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--scale-lr-with-world", o.scale_lr_with_world,
+                "Allreduce, elastic jobs: scale the learning rate with the world, times "
+                "world / --min-workers (the linear scaling rule; the schedule is laid out for "
+                "--min-workers workers either way)");
   cmd->add_option("--rendezvous-timeout", o.rendezvous_timeout_seconds,
                   "Allreduce: seconds for every worker to join before exiting with code 129, "
                   "naming the missing ones")

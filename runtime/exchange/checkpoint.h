@@ -22,16 +22,9 @@
 
 #include "absl/status/statusor.h"
 #include "kubetrain/v1/parameter_server.pb.h"
+#include "runtime/exchange/data_position.h"
 
 namespace kubetrain::exchange {
-
-// Where a job is in its data order: BatchSampler's epoch() and cursor()
-// (runtime/data/batch_sampler.h), the same on every rank.
-struct DataPosition {
-  int64_t epoch = 0;
-  int64_t cursor = 0;
-  bool operator==(const DataPosition&) const = default;
-};
 
 // The header's data position, or nullopt when it has none: a checkpoint
 // written before the fields existed or by a writer that does not know the

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/exchange/data_position.h"
 #include "runtime/tensor/kernels/step_scalars.h"
 
 namespace kubetrain::exchange {
@@ -37,13 +38,6 @@ namespace kubetrain::exchange {
 struct DeviceStepPlan {
   kernels::UpdatePlan update;
   int64_t optimizer_steps = 0;
-};
-
-// Where the data stands: the epoch and how many of its permutation's
-// positions the whole world has taken (data/batch_sampler.h's cursor).
-struct DataPosition {
-  int64_t epoch = 0;
-  int64_t cursor = 0;
 };
 
 // The world a replica's data shard is cut for, when the exchange decides it

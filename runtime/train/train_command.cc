@@ -269,8 +269,18 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
       BatchesPerEpoch(train.size(), rank, role.num_workers, o.trainer.batch_size);
   if (!per_epoch.ok()) return fail(per_epoch.status());
   const int64_t total_steps = *per_epoch * o.trainer.epochs;
+  // An elastic world's ranks were started with different worker counts: the
+  // schedule is laid out for the smallest world (the most steps the job can
+  // take), the same on every rank.
+  const bool elastic = o.on_peer_loss == "reform" && o.max_workers > 0;
+  absl::StatusOr<int64_t> schedule_per_epoch =
+      elastic ? BatchesPerEpoch(train.size(), 0, std::max(o.min_workers, 1), o.trainer.batch_size)
+              : per_epoch;
+  if (!schedule_per_epoch.ok()) return fail(schedule_per_epoch.status());
   optim::LrScheduleOptions lr = o.lr;
-  if (lr.total_steps == 0) lr.total_steps = std::max<int64_t>(total_steps, 1);
+  if (lr.total_steps == 0) {
+    lr.total_steps = std::max<int64_t>(*schedule_per_epoch * o.trainer.epochs, 1);
+  }
   absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);
   if (!schedule.ok()) return fail(schedule.status());
 
@@ -300,6 +310,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   ao.reform = o.on_peer_loss == "reform";
   ao.min_workers = o.min_workers;
   ao.max_workers = o.max_workers;
+  ao.scale_lr_with_world = o.scale_lr_with_world;
   progress.Info(absl::StrCat(role.name, " model ", o.model, " params=", model->num_params(),
                              " shard=", rank, "/", role.num_workers, " train=", train.size(),
                              " exchange=allreduce"));
@@ -337,6 +348,7 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   TrainerOptions to = o.trainer;
   to.shard_index = rank;
   to.num_shards = role.num_workers;
+  to.elastic = ao.reform && ao.max_workers > 0;
   to.metrics = metrics;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
   Trainer trainer(pod->replicas(), exchange, train, rank0 ? &test : nullptr, to, progress, clock);

@@ -49,6 +49,9 @@ struct TrainCommandOptions {
   // world's bounds; 0: a fixed world of the cluster spec's workers.
   int min_workers = 0;
   int max_workers = 0;
+  // Elastic jobs: the learning rate times world / min_workers (the linear
+  // scaling rule), off by default.
+  bool scale_lr_with_world = false;
   double stall_warning_seconds = 30;
   double bucket_mb = 25;
   std::string allreduce_backend = "auto";  // auto | ring | nccl

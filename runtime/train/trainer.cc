@@ -256,9 +256,28 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   }
 
   const int64_t per_epoch = sampler->BatchesPerEpoch();
-  const int64_t total_steps = opt_.epochs * per_epoch;
-  int64_t step = std::min(*start, total_steps);
-  sampler->SetPosition(step / per_epoch, step % per_epoch);
+  const int64_t total_steps = opt_.epochs * per_epoch;  // an elastic world's: an estimate
+  const bool elastic = opt_.elastic;
+  // An elastic world's data follows the world the exchange reports, from
+  // the position the state it took carries.
+  auto follow_world = [&](int64_t at_step) -> absl::Status {
+    if (std::optional<exchange::Membership> w = exchange_.CurrentMembership(); w.has_value()) {
+      if (absl::Status s = sampler->Reshard(w->rank, w->size); !s.ok()) return s;
+    }
+    if (std::optional<exchange::DataPosition> p = exchange_.TakenDataPosition(); p.has_value()) {
+      return sampler->SetCursor(p->epoch, p->cursor);
+    }
+    const int64_t e = sampler->BatchesPerEpoch();
+    sampler->SetPosition(at_step / e, at_step % e);
+    return absl::OkStatus();
+  };
+  int64_t step = elastic ? *start : std::min(*start, total_steps);
+  if (elastic) {
+    if (absl::Status s = follow_world(step); !s.ok()) return s;
+  } else {
+    sampler->SetPosition(step / per_epoch, step % per_epoch);
+  }
+  auto finished = [&] { return elastic ? sampler->epoch() >= opt_.epochs : step >= total_steps; };
 
   const int64_t d = train_.SampleSize();
   const int64_t classes = model_.output_shape()[0];
@@ -292,7 +311,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
           device.Allocate(static_cast<size_t>(opt_.batch_size) * sizeof(int32_t));
       if (!l.ok()) return l.status();
       device_labels = *std::move(l);
-      absl::StatusOr<ResidentData> r = MakeResident(device, train_, sampler->ShardSize());
+      absl::StatusOr<ResidentData> r =
+          elastic ? absl::StatusOr<ResidentData>(absl::FailedPreconditionError(
+                        "an elastic world reshards it as the world changes"))
+                  : MakeResident(device, train_, sampler->ShardSize());
       if (r.ok()) {
         resident = *std::move(r);
         progress_.Info(absl::StrFormat(
@@ -427,8 +449,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   }
   auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
 
-  while (step < total_steps) {
+  while (!finished()) {
     const double step_t0 = clock_.NowSeconds();
+    const int64_t batch_epoch = sampler->epoch();
+    exchange_.SetDataPosition({sampler->epoch(), sampler->cursor()});
     if (resident && resident->epoch != sampler->epoch()) {
       LoadEpochOrder(device, *sampler, sampler->epoch(), *resident);
       if (scalars != nullptr) {
@@ -581,14 +605,27 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     const double now = clock_.NowSeconds();
     const double step_s = now - step_t0, exchange_s = now - compute_t1;
+    const std::optional<exchange::Membership> world = exchange_.CurrentMembership();
+    const bool world_changed = world.has_value() && (world->rank != sampler->shard_index() ||
+                                                     world->size != sampler->num_shards());
     if (*next != step + 1) {
       // The exchange moved this replica (a parameter server resumed from a
-      // checkpoint, or sync training moved on without it): follow it.
+      // checkpoint, sync training moved on without it, a re-formed world ran
+      // the aborted step again): follow it.
       progress_.Info(absl::StrCat("continuing at step ", *next, " (was ", step + 1, ")"));
+    }
+    if (elastic && (*next != step + 1 || world_changed)) {
+      if (absl::Status s = follow_world(*next); !s.ok()) return s;
+      if (world_changed) {
+        progress_.Info(absl::StrCat("data resharded for a world of ", world->size, ": rank ",
+                                    world->rank, ", epoch ", sampler->epoch() + 1, " at sample ",
+                                    sampler->cursor()));
+      }
+    } else if (*next != step + 1) {
       sampler->SetPosition(std::min(*next, total_steps) / per_epoch,
                            std::min(*next, total_steps) % per_epoch);
     }
-    step = std::min(*next, total_steps);
+    step = elastic ? *next : std::min(*next, total_steps);
 
     window_samples += n;
     epoch_samples += n;
@@ -602,9 +639,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     total_exchange_s += exchange_s;
 
     const bool log_line = opt_.log_every_steps > 0 && step % opt_.log_every_steps == 0;
-    const bool epoch_end = step % per_epoch == 0 || step == total_steps;
+    const bool epoch_end = elastic ? sampler->epoch() != batch_epoch || finished()
+                                   : step % per_epoch == 0 || step == total_steps;
     const bool metrics_flush =
-        m != nullptr && (now - metrics_t0 >= kMetricsWindowSeconds || step == total_steps);
+        m != nullptr && (now - metrics_t0 >= kMetricsWindowSeconds || finished());
     // The one read of the losses (a wait for the device) where a line or a
     // window needs them.
     LossTotals totals;
@@ -639,7 +677,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       ProgressLine p;
       p.step = step;
       p.total_steps = total_steps;
-      p.epoch = std::min((step - 1) / per_epoch + 1, opt_.epochs);
+      p.epoch = elastic ? std::min(sampler->epoch() + 1, opt_.epochs)
+                        : std::min((step - 1) / per_epoch + 1, opt_.epochs);
       p.total_epochs = opt_.epochs;
       p.loss = w.loss / static_cast<double>(window_samples);
       p.accuracy = w.correct / static_cast<double>(window_samples);
@@ -657,12 +696,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     if (epoch_end) {
       const LossTotals w = totals - epoch_from;
       EpochLine e;
-      e.epoch = (step - 1) / per_epoch + 1;
+      e.epoch = elastic ? batch_epoch + 1 : (step - 1) / per_epoch + 1;
       e.total_epochs = opt_.epochs;
       e.step = step;
       e.train_loss = w.loss / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
       e.train_accuracy = w.correct / static_cast<double>(std::max<int64_t>(epoch_samples, 1));
-      if (test_ != nullptr && opt_.eval_every_epoch && step < total_steps) {
+      if (test_ != nullptr && opt_.eval_every_epoch && !finished()) {
         absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
         if (!ev.ok()) return ev.status();
         e.test_loss = ev->loss;
@@ -672,7 +711,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       e.seconds = clock_.NowSeconds() - epoch_t0;
       result.train_loss = e.train_loss;
       result.train_accuracy = e.train_accuracy;
-      if (step == total_steps && test_ != nullptr) {
+      if (finished() && test_ != nullptr) {
         absl::StatusOr<EvalResult> ev = Evaluate(model_, *test_, opt_.eval_batch_size);
         if (!ev.ok()) return ev.status();
         result.test = *ev;

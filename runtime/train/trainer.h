@@ -43,6 +43,12 @@ struct TrainerOptions {
   uint64_t seed = 1;    // data order and parameter initialisation
   int shard_index = 0;  // this replica's slice of the training data
   int num_shards = 1;
+  // The exchange's world may change size (an elastic allreduce job): the
+  // data is resharded for the world it reports (Exchange::
+  // CurrentMembership) at every step boundary, positioned by the world-wide
+  // cursor it hands over, and training ends after `epochs` epochs however
+  // many steps they took. The data stays on the host (no resident copy).
+  bool elastic = false;
   int64_t log_every_steps = 100;  // progress line interval; 0 = per epoch only
   int64_t eval_batch_size = 1000;
   bool eval_every_epoch = true;

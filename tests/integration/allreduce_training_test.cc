@@ -200,9 +200,9 @@ TEST_F(AllreduceTraining, LostWorkersAreReplacedInPlaceAndTheSurvivorsNeverResta
   // (generations 2 and 3) with the replacement the launcher starts, which
   // takes their state. No step is lost beyond the aborted one, which is run
   // again: the final parameters are bit for bit those of an undisturbed run.
-  const std::string args = Args({"--model", "mlp", "--train-limit", "12000", "--epochs", "3",
-                                 "--batch-size", "16", "--threads", "1", "--log-every", "10",
-                                 "--peer-timeout", "30"});
+  const std::string args =
+      Args({"--model", "mlp", "--train-limit", "12000", "--epochs", "3", "--batch-size", "16",
+            "--threads", "1", "--log-every", "10", "--peer-timeout", "30"});
   std::string undisturbed;
   {
     auto run = Run(ExampleJob(3, args, ""));
@@ -217,7 +217,9 @@ TEST_F(AllreduceTraining, LostWorkersAreReplacedInPlaceAndTheSurvivorsNeverResta
   for (int victim : {1, 0}) {
     SCOPED_TRACE(absl::StrCat("worker-", victim));
     ASSERT_TRUE(run->WaitForOutput(
-        [&](const std::string& o) { return LastStep(o, "fmnist-allreduce-worker-2") >= last + 150; },
+        [&](const std::string& o) {
+          return LastStep(o, "fmnist-allreduce-worker-2") >= last + 150;
+        },
         std::chrono::seconds(300)))
         << run->Output();
     last = LastStep(run->Output(), "fmnist-allreduce-worker-2");
@@ -307,6 +309,70 @@ TEST_F(AllreduceTraining, WithOnPeerLossExitAKilledWorkerRestartsTheJobFromTheCh
   EXPECT_THAT(out, HasSubstr("resuming at step"));
   EXPECT_THAT(out, HasSubstr("job fmnist-allreduce Succeeded"));
   EXPECT_GT(LastValue(out, "final test_accuracy"), 0.7);
+}
+
+// Elastic workers (--min-workers 2 --max-workers 4): two workers train, two
+// more join mid-run (their TF_CONFIG lists the grown job, as the operator
+// writes it for pods it adds), then one leaves on SIGTERM (a scale-down).
+// The world re-forms at each change (generations, "world 3/4"), the data
+// is resharded for it, and every rank still in the world ends with the same
+// parameters and the accuracy bar.
+TEST_F(AllreduceTraining, AnElasticWorldGrowsFromTwoToFourAndShrinksToThree) {
+  testing_util::LocalReplicas job(KUBETRAIN_BIN, /*num_ps=*/0, /*num_workers=*/4);
+  const std::vector<std::string> args = {
+      "--model",        "mlp", "--train-limit", "4000", "--epochs",      "100",
+      "--batch-size",   "16",  "--threads",     "1",    "--log-every",   "10",
+      "--metrics-port", "0",   "--min-workers", "2",    "--max-workers", "4"};
+  job.SetVisibleWorkers(2);
+  job.Start("worker", 0, args);
+  job.Start("worker", 1, args);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 0,
+      [](const std::string& o) { return o.find("progress step=100/") != std::string::npos; },
+      std::chrono::seconds(120)))
+      << job.Output("worker", 0);
+  job.SetVisibleWorkers(3);
+  job.Start("worker", 2, args);
+  job.SetVisibleWorkers(4);
+  job.Start("worker", 3, args);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 0,
+      [](const std::string& o) {
+        return std::regex_search(o, std::regex("generation [0-9]+ formed at step [0-9]+: world 4"));
+      },
+      std::chrono::seconds(120)))
+      << job.Output("worker", 0);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 3,
+      [](const std::string& o) { return o.find("progress step=") != std::string::npos; },
+      std::chrono::seconds(60)))
+      << job.Output("worker", 3);
+  job.Kill("worker", 3, SIGTERM);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 0,
+      [](const std::string& o) {
+        return std::regex_search(o, std::regex("formed at step [0-9]+: world 3 .*left worker-3"));
+      },
+      std::chrono::seconds(120)))
+      << job.Output("worker", 0);
+  for (int w : {0, 1, 2}) {
+    EXPECT_EQ(job.Wait("worker", w, std::chrono::seconds(300)), 0) << job.Output("worker", w);
+  }
+  std::set<std::string> sums;
+  for (int w : {0, 1, 2}) {
+    const std::string out = job.Output("worker", w);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("final parameters crc32c=([0-9a-f]+)")))
+        << out;
+    sums.insert(m[1]);
+    EXPECT_THAT(out, HasSubstr("data resharded for a world of"));
+  }
+  EXPECT_EQ(sums.size(), 1u) << "ranks ended with different parameters:\n"
+                             << job.Output("worker", 0) << "\n== worker-1\n"
+                             << job.Output("worker", 1) << "\n== worker-2\n"
+                             << job.Output("worker", 2);
+  EXPECT_GT(LastValue(job.Output("worker", 0), "final test_accuracy"), 0.7)
+      << job.Output("worker", 0);
 }
 
 // With --on-peer-loss exit, a deleted pod gets SIGTERM: that worker tells

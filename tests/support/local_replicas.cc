@@ -33,7 +33,11 @@ std::string LocalReplicas::TfConfig(const std::string& type, int index) const {
   std::string cluster;
   if (!evaluators_.empty()) cluster = absl::StrCat("\"evaluator\":", list(evaluators_), ",");
   if (!ps_.empty()) absl::StrAppend(&cluster, "\"ps\":", list(ps_), ",");
-  absl::StrAppend(&cluster, "\"worker\":", list(workers_));
+  std::vector<std::string> workers = workers_;
+  if (visible_workers_ >= 0 && static_cast<size_t>(visible_workers_) < workers.size()) {
+    workers.resize(static_cast<size_t>(visible_workers_));
+  }
+  absl::StrAppend(&cluster, "\"worker\":", list(workers));
   return absl::StrCat("{\"cluster\":{", cluster, "},\"task\":{\"type\":\"", type,
                       "\",\"index\":", index, "},\"environment\":\"cloud\"}");
 }

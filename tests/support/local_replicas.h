@@ -20,6 +20,10 @@ class LocalReplicas {
   // Evaluators are listed in the cluster spec as TFJob does.
   LocalReplicas(std::string binary, int num_ps, int num_workers, int num_evaluators = 0);
 
+  // Elastic jobs: the TF_CONFIG of replicas started from now on lists only
+  // the first `n` workers (what a pod created when the job had n workers
+  // gets); -1: all of them.
+  void SetVisibleWorkers(int n) { visible_workers_ = n; }
   // TF_CONFIG for replica `type` ("ps"/"worker") `index`.
   std::string TfConfig(const std::string& type, int index) const;
   const std::vector<std::string>& ps_addresses() const { return ps_; }
@@ -46,6 +50,7 @@ class LocalReplicas {
   static std::string Key(const std::string& type, int index);
   std::string binary_;
   std::vector<std::string> ps_, workers_, evaluators_;
+  int visible_workers_ = -1;
   std::map<std::string, std::unique_ptr<RunningProcess>> replicas_;
 };
 

@@ -101,6 +101,15 @@ std::optional<exchange::Membership> AllreduceExchange::CurrentMembership() const
   return exchange::Membership{rank_, static_cast<int>(world_.size()), generation_number_};
 }
 
+float AllreduceExchange::LearningRate(int64_t step) const {
+  const float lr = schedule_.At(step);
+  if (!options_.scale_lr_with_world || options_.max_workers <= 0 || options_.min_workers <= 0 ||
+      world_.empty()) {
+    return lr;
+  }
+  return lr * static_cast<float>(world_.size()) / static_cast<float>(options_.min_workers);
+}
+
 std::string AllreduceExchange::name() const {
   return absl::StrCat("allreduce-", backend_.empty() ? options_.backend : backend_);
 }
@@ -864,7 +873,7 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     return absl::InvalidArgumentError(
         absl::StrCat("gradient of ", grads.size(), " values for a model of ", optimizer_->size()));
   }
-  const float lr = schedule_.At(step);
+  const float lr = LearningRate(step);
   if (mode_ == Mode::kSolo) {
     // An elastic world of one re-forms when a replica joins it.
     if (options_.reform && options_.max_workers > 1) {

@@ -129,6 +129,8 @@ struct AllreduceExchangeOptions {
   // replica indexes up to max_workers - 1. 0: a fixed world of names.size().
   int min_workers = 0;
   int max_workers = 0;
+  // Elastic worlds: the learning rate times world / min_workers.
+  bool scale_lr_with_world = false;
 };
 
 class AllreduceExchange final : public exchange::Exchange {
@@ -163,7 +165,8 @@ class AllreduceExchange final : public exchange::Exchange {
   void SetDataPosition(const exchange::DataPosition& position) override { position_ = position; }
   std::optional<exchange::DataPosition> TakenDataPosition() const override { return taken_; }
 
-  float LearningRate(int64_t step) const { return schedule_.At(step); }
+  // The learning rate of `step` in the current world.
+  float LearningRate(int64_t step) const;
   // The world of the current generation (the trainer's thread; before
   // Start: the configured one).
   int world_size() const {
