@@ -442,6 +442,11 @@ TEST(ElasticPolicyTest, ClampsAScaledJobToItsBounds) {
   job->spec.replica_specs[ReplicaType::kWorker].replicas = 1;
   EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{1, 2}));
   EXPECT_EQ(job->ReplicaCount(ReplicaType::kWorker), 2);
+  // kubectl scale --replicas=0 would leave no trainer (an invalid spec that
+  // fails the job); clamped, the job keeps minReplicas workers and stays valid.
+  job->spec.replica_specs[ReplicaType::kWorker].replicas = 0;
+  EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{0, 2}));
+  EXPECT_TRUE(Validate(*job).ok()) << Validate(*job);
 }
 
 TEST(TrainingJobTest, MalformedYamlGivesLineAndColumn) {
