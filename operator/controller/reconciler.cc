@@ -783,6 +783,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     SetCondition(p.status, kCondSuspended, true, "JobSuspended",
                  absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
     SetCondition(p.status, kCondRunning, false, "JobSuspended", "", p.now_str);
+    // A suspended job waits for no workers.
+    SetCondition(p.status, kCondWaiting, false, "JobSuspended", "", p.now_str);
     p.status.start_time.clear();
     p.ComputeReplicaStatuses();
   } else {

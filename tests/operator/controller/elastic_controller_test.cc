@@ -191,6 +191,21 @@ TEST_F(ElasticControllerTest, WaitingUntilMinReplicasWorkersRun) {
   EXPECT_TRUE(Condition("fixed", kCondWaiting).is_null());
 }
 
+TEST_F(ElasticControllerTest, ASuspendedJobWaitsForNoWorkers) {
+  StartController();
+  CreateJob(ElasticJob("sus", 2, 2, 3));
+  ASSERT_TRUE(WaitForPods("sus", 2));
+  ASSERT_TRUE(WaitForCondition("sus", kCondWaiting));
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kTrainingJobs, ns(), "sus",
+                              Json{{"spec", {{"runPolicy", {{"suspend", true}}}}}})
+                  .ok());
+  ASSERT_TRUE(WaitForCondition("sus", kCondSuspended));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Condition("sus", kCondWaiting).value("reason", "") == "JobSuspended"; }));
+  EXPECT_EQ(Condition("sus", kCondWaiting)["status"], "False");
+}
+
 // A fetcher that answers every URL with one page.
 class OnePageFetcher final : public MetricsFetcher {
  public:
