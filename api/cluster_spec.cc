@@ -250,6 +250,10 @@ EnvList ReplicaEnvironment(const TrainingJob& job, const ClusterSpec& cluster, R
       env.emplace_back(kEnvRank, absl::StrCat(*rank));
     }
   }
+  if (job.spec.elastic_policy && type == ReplicaType::kWorker) {
+    env.emplace_back(kEnvMinWorkers, absl::StrCat(job.spec.elastic_policy->min_replicas));
+    env.emplace_back(kEnvMaxWorkers, absl::StrCat(job.spec.elastic_policy->max_replicas));
+  }
   if (!job_token.empty()) env.emplace_back(kEnvJobToken, job_token);
   return env;
 }

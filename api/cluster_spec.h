@@ -94,6 +94,8 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 //     (lower-case), KUBETRAIN_REPLICA_INDEX;
 //   for jobs without PS: MASTER_ADDR, MASTER_PORT (of the Chief, else
 //     Worker 0), WORLD_SIZE (chief + workers), RANK (WorldRank);
+//   on Worker replicas of an elastic job (spec.elasticPolicy):
+//     KUBETRAIN_MIN_WORKERS, KUBETRAIN_MAX_WORKERS;
 //   KUBETRAIN_JOB_TOKEN when `job_token` is not empty.
 // The operator puts these before the container's own env so that the
 // container's values may refer to them with $(VAR).

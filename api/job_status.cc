@@ -234,6 +234,10 @@ absl::StatusOr<JobStatus> StatusFromJson(const json& v) {
     if (!p.ok()) return p.status();
     status.progress = *std::move(p);
   }
+  if (absl::Status s = GetOptionalInt(v, "worldSize", path, &status.world_size); !s.ok()) return s;
+  if (absl::Status s = GetOptionalInt(v, "generation", path, &status.generation); !s.ok()) {
+    return s;
+  }
   return status;
 }
 
@@ -269,6 +273,8 @@ json StatusToJson(const JobStatus& status) {
   if (!status.completion_time.empty()) out["completionTime"] = status.completion_time;
   if (!status.last_reconcile_time.empty()) out["lastReconcileTime"] = status.last_reconcile_time;
   if (status.progress) out["progress"] = ProgressToJson(*status.progress);
+  if (status.world_size) out["worldSize"] = *status.world_size;
+  if (status.generation) out["generation"] = *status.generation;
   return out;
 }
 

@@ -11,7 +11,8 @@
 //   - lastFailure omits podUID when empty and exitCode when unset (a pod
 //     deleted or lost with its node has none); its other fields are always
 //     there;
-//   - restartCount, disruptionCount, lastFailure, progress and each
+//   - restartCount, disruptionCount, lastFailure, progress, worldSize,
+//     generation and each
 //     progress field appear only when set; the times, only when not empty;
 //     conditions and replicaStatuses only when not empty;
 //   - progress's numbers are doubles: a loss the API server stored as 1
@@ -54,6 +55,10 @@ inline constexpr char kCondStalled[] = "Stalled";
 // A replica's pod stayed unscheduled past runPolicy.schedulingTimeoutSeconds
 // (False again, reason Scheduled, once every pod has a node).
 inline constexpr char kCondUnschedulable[] = "Unschedulable";
+// An elastic job (spec.elasticPolicy) has fewer running workers than
+// minReplicas (pending, unschedulable or lost): True naming how many more it
+// needs, False again once enough run.
+inline constexpr char kCondWaiting[] = "Waiting";
 
 enum class ConditionStatus { kTrue, kFalse, kUnknown };
 // "True", "False", "Unknown".
@@ -118,6 +123,11 @@ struct JobStatus {
   std::string completion_time;
   std::string last_reconcile_time;
   std::optional<Progress> progress;
+  // The runtime's allreduce world, from the chief's metrics (the progress
+  // poller): its size and generation (api/metric_names.h kMetricWorldSize,
+  // kMetricWorldGeneration).
+  std::optional<int32_t> world_size;
+  std::optional<int64_t> generation;
   bool operator==(const JobStatus&) const = default;
 };
 

@@ -168,9 +168,20 @@ struct RunPolicy {
   bool operator==(const RunPolicy&) const = default;
 };
 
+// spec.elasticPolicy (as Kubeflow PyTorchJob's): the Worker replicas may
+// change while the job runs (`kubectl scale`, an HPA through the scale
+// subresource) between min_replicas and max_replicas; the runtime's world
+// shrinks and grows with them. Absent: the job is not elastic.
+struct ElasticPolicy {
+  int32_t min_replicas = 1;
+  int32_t max_replicas = 1;
+  bool operator==(const ElasticPolicy&) const = default;
+};
+
 struct TrainingJobSpec {
   std::map<ReplicaType, ReplicaSpec> replica_specs;
   RunPolicy run_policy;
+  std::optional<ElasticPolicy> elastic_policy;
   SuccessPolicy success_policy = SuccessPolicy::kDefault;
   ServiceMode service_mode = ServiceMode::kPerReplica;
   bool operator==(const TrainingJobSpec&) const = default;
@@ -187,6 +198,8 @@ struct TrainingJob {
   const ReplicaSpec* Find(ReplicaType type) const;
   // Replicas of `type` (0 when the type is absent).
   int32_t ReplicaCount(ReplicaType type) const;
+  // Whether spec.elasticPolicy is set.
+  bool Elastic() const { return spec.elastic_policy.has_value(); }
   bool operator==(const TrainingJob&) const = default;
 };
 
@@ -203,8 +216,22 @@ nlohmann::json ToJson(const TrainingJob& job);
 void ApplyDefaults(TrainingJob& job);
 
 // Semantic checks; InvalidArgument "<field path>: <problem>", e.g.
-// "spec.replicaSpecs.Worker.replicas: must be >= 0, got -1".
+// "spec.replicaSpecs.Worker.replicas: must be >= 0, got -1". An elastic
+// job's Worker replicas must lie within [minReplicas, maxReplicas]: the check
+// of a job as created. A running job scaled outside that range (`kubectl
+// scale`, which the API server cannot refuse without a webhook) is clamped
+// by ClampElasticWorkers instead, before Validate.
 absl::Status Validate(const TrainingJob& job);
+
+// For an elastic job whose spec.replicaSpecs.Worker.replicas lies outside
+// [minReplicas, maxReplicas]: sets it to the nearest bound and returns what
+// was asked and what is allowed; nullopt (and nothing changes) otherwise.
+struct ElasticClamp {
+  int32_t asked = 0;
+  int32_t allowed = 0;
+  bool operator==(const ElasticClamp&) const = default;
+};
+std::optional<ElasticClamp> ClampElasticWorkers(TrainingJob& job);
 
 // Parse + ApplyDefaults + Validate; errors are prefixed with source_name.
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,

@@ -152,7 +152,8 @@ absl::StatusOr<TrainingJob> FromJson(const json& v) {
   const json& spec = *spec_it;
   if (absl::Status s = CheckObject(spec, "spec"); !s.ok()) return s;
   if (absl::Status s = CheckKnownFields(
-          spec, "spec", {"replicaSpecs", "runPolicy", "successPolicy", "serviceMode"});
+          spec, "spec",
+          {"replicaSpecs", "runPolicy", "successPolicy", "serviceMode", "elasticPolicy"});
       !s.ok()) {
     return s;
   }
@@ -191,6 +192,19 @@ absl::StatusOr<TrainingJob> FromJson(const json& v) {
     return s;
   }
   job.spec.service_mode = mode.value_or(ServiceMode::kPerReplica);
+  if (auto ep = spec.find("elasticPolicy"); ep != spec.end() && !ep->is_null()) {
+    const std::string path = "spec.elasticPolicy";
+    if (absl::Status s = CheckObject(*ep, path); !s.ok()) return s;
+    if (absl::Status s = CheckKnownFields(*ep, path, {"minReplicas", "maxReplicas"}); !s.ok()) {
+      return s;
+    }
+    std::optional<int32_t> min, max;
+    if (absl::Status s = GetOptionalInt(*ep, "minReplicas", path, &min); !s.ok()) return s;
+    if (absl::Status s = GetOptionalInt(*ep, "maxReplicas", path, &max); !s.ok()) return s;
+    if (!min) return FieldError(Join(path, "minReplicas"), "is required");
+    if (!max) return FieldError(Join(path, "maxReplicas"), "is required");
+    job.spec.elastic_policy = ElasticPolicy{*min, *max};
+  }
   return job;
 }
 
@@ -258,6 +272,10 @@ json ToJson(const TrainingJob& job) {
   }
   if (job.spec.service_mode != ServiceMode::kPerReplica) {
     spec["serviceMode"] = ServiceModeName(job.spec.service_mode);
+  }
+  if (job.spec.elastic_policy) {
+    spec["elasticPolicy"] = json{{"minReplicas", job.spec.elastic_policy->min_replicas},
+                                 {"maxReplicas", job.spec.elastic_policy->max_replicas}};
   }
   out["spec"] = std::move(spec);
   if (job.status) out["status"] = StatusToJson(*job.status);

@@ -1,5 +1,7 @@
 // TrainingJob semantic validation (as Kubeflow's tensorflow_validation.go),
 // after decoding and defaults; errors name the field path.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_fields.h"
@@ -87,17 +89,42 @@ absl::Status Validate(const TrainingJob& job) {
     return FieldError("spec.replicaSpecs", "must contain a Worker or Chief with replicas >= 1");
   }
   // Every pod and Service name <job>-<type>-<index> must be a DNS-1035 label.
+  // An elastic job's workers may grow to maxReplicas.
   for (const auto& [type, rs] : specs) {
-    if (rs.Replicas() == 0) continue;
-    const std::string longest =
-        absl::StrCat(name, "-", ReplicaTypeLower(type), "-", rs.Replicas() - 1);
+    int32_t most = rs.Replicas();
+    if (type == ReplicaType::kWorker && job.spec.elastic_policy) {
+      most = std::max(most, job.spec.elastic_policy->max_replicas);
+    }
+    if (most <= 0) continue;
+    const std::string longest = absl::StrCat(name, "-", ReplicaTypeLower(type), "-", most - 1);
     if (longest.size() > 63) {
       return FieldError(
           "metadata.name",
           absl::StrCat("\"", name, "\" is too long: replica name \"", longest, "\" has ",
                        longest.size(), " characters, the limit is 63 (names may use at most ",
-                       63 - 2 - ReplicaTypeLower(type).size() - Digits(rs.Replicas() - 1),
+                       63 - 2 - ReplicaTypeLower(type).size() - Digits(most - 1),
                        " characters with this spec)"));
+    }
+  }
+  if (const std::optional<ElasticPolicy>& ep = job.spec.elastic_policy) {
+    const std::string path = "spec.elasticPolicy";
+    if (!specs.contains(ReplicaType::kWorker)) {
+      return FieldError(path, "needs a Worker replica spec (the elastic replica type)");
+    }
+    if (ep->min_replicas < 1) {
+      return FieldError(Join(path, "minReplicas"),
+                        absl::StrCat("must be >= 1, got ", ep->min_replicas));
+    }
+    if (ep->max_replicas < ep->min_replicas) {
+      return FieldError(
+          Join(path, "maxReplicas"),
+          absl::StrCat("must be >= minReplicas (", ep->min_replicas, "), got ", ep->max_replicas));
+    }
+    const int32_t workers = job.ReplicaCount(ReplicaType::kWorker);
+    if (workers < ep->min_replicas || workers > ep->max_replicas) {
+      return FieldError("spec.replicaSpecs.Worker.replicas",
+                        absl::StrCat("must be within spec.elasticPolicy [", ep->min_replicas, ", ",
+                                     ep->max_replicas, "], got ", workers));
     }
   }
   const RunPolicy& rp = job.spec.run_policy;
@@ -138,6 +165,20 @@ absl::Status Validate(const TrainingJob& job) {
                       absl::StrCat("must be >= 0, got ", *rp.scheduling_policy->min_available));
   }
   return absl::OkStatus();
+}
+
+std::optional<ElasticClamp> ClampElasticWorkers(TrainingJob& job) {
+  if (!job.spec.elastic_policy) return std::nullopt;
+  auto it = job.spec.replica_specs.find(ReplicaType::kWorker);
+  if (it == job.spec.replica_specs.end()) return std::nullopt;
+  const ElasticPolicy& ep = *job.spec.elastic_policy;
+  // A policy Validate refuses is left for it to report.
+  if (ep.min_replicas < 1 || ep.max_replicas < ep.min_replicas) return std::nullopt;
+  const int32_t asked = it->second.Replicas();
+  const int32_t allowed = std::clamp(asked, ep.min_replicas, ep.max_replicas);
+  if (allowed == asked) return std::nullopt;
+  it->second.replicas = allowed;
+  return ElasticClamp{asked, allowed};
 }
 
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,

@@ -15,6 +15,7 @@
 #include "base/yaml_json.h"
 #include "testing/kube_emulator_http.h"
 #include "testing/kube_emulator_pod_proxy.h"
+#include "testing/kube_emulator_scale.h"
 #include "testing/kube_emulator_store.h"
 #include "testing/kube_emulator_table.h"
 
@@ -500,6 +501,17 @@ void KubeEmulator::Handle(const HttpRequest& req, HttpConnection& conn) {
                             StatusDetails{}));
     }
     return;
+  }
+  // <plural>/<name>/scale of a CRD with subresources.scale.
+  if (rt != nullptr && rt->custom && sub == "scale" && !name.empty() && !anonymous &&
+      rest.size() == (rt->namespaced ? 5u : 3u)) {
+    auto p = presentations_.find(rt->GroupResource());
+    if (p != presentations_.end() && p->second.scale) {
+      WriteApi(conn, req,
+               ServeScale(*store_, *rt, *p->second.scale, ns, name, req.method,
+                          req.Header("content-type"), req.body));
+      return;
+    }
   }
   if (rt != nullptr && !sub.empty() && !(sub == "status" && rt->has_status)) rt = nullptr;
   if (rt == nullptr) {

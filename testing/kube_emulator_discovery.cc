@@ -63,6 +63,15 @@ OrderedJson ResourceList(const std::string& group, const std::string& version,
                            {"kind", rt.kind},
                            {"verbs", {"get", "patch", "update"}}});
     }
+    if (p != presentations.end() && p->second.scale) {
+      resources.push_back({{"name", rt.plural + "/scale"},
+                           {"singularName", ""},
+                           {"namespaced", rt.namespaced},
+                           {"group", "autoscaling"},
+                           {"version", "v1"},
+                           {"kind", "Scale"},
+                           {"verbs", {"get", "patch", "update"}}});
+    }
     if (rt.group.empty() && rt.plural == "pods") {
       resources.push_back({{"name", "pods/binding"},
                            {"singularName", ""},
@@ -143,6 +152,23 @@ absl::StatusOr<std::pair<std::string, ResourcePresentation>> ResourcePresentatio
       continue;
     }
     found = true;
+    const json subresources = v.value("subresources", json::object());
+    if (subresources.is_object() && subresources.contains("scale") &&
+        subresources["scale"].is_object()) {
+      const json& sc = subresources["scale"];
+      ScaleSubresource scale;
+      scale.spec_replicas_path = sc.value("specReplicasPath", std::string());
+      scale.status_replicas_path = sc.value("statusReplicasPath", std::string());
+      scale.label_selector_path = sc.value("labelSelectorPath", std::string());
+      if (scale.spec_replicas_path.rfind(".spec.", 0) != 0 ||
+          scale.status_replicas_path.rfind(".status.", 0) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(plural,
+                         ": subresources.scale needs specReplicasPath under .spec and "
+                         "statusReplicasPath under .status"));
+      }
+      p.scale = scale;
+    }
     for (const json& c : v.value("additionalPrinterColumns", json::array())) {
       if (!c.is_object()) continue;
       PrinterColumn col;

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "testing/kube_emulator_scale.h"
 #include "testing/kube_emulator_store.h"
 
 namespace kubetrain::testing {
@@ -39,6 +40,9 @@ struct ResourcePresentation {
   std::vector<std::string> short_names;
   std::vector<std::string> categories;
   std::vector<PrinterColumn> columns;  // custom resources only
+  // The CRD version's subresources.scale (custom resources only): served
+  // as <plural>/scale and listed in discovery.
+  std::optional<ScaleSubresource> scale;
 
   // From a CustomResourceDefinition manifest (its served version `version`,
   // "" = the storage one). Returns the resource's GroupResource() with it.

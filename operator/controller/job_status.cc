@@ -56,6 +56,9 @@ void SetCondition(api::JobStatus& status, const std::string& type, bool value,
       SetCondition(status, kCondStalled, false, "JobSucceeded", "", now);
       SetCondition(status, kCondUnschedulable, false, "JobSucceeded", "", now);
     }
+    // A finished job waits for no workers.
+    SetCondition(status, kCondWaiting, false, type == kCondSucceeded ? "JobSucceeded" : "JobFailed",
+                 "", now);
   } else if (type == kCondRunning) {
     SetCondition(status, kCondRestarting, false, "JobRunning", "", now);
   } else if (type == kCondRestarting) {

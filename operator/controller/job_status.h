@@ -25,6 +25,7 @@ using api::kCondStalled;
 using api::kCondSucceeded;
 using api::kCondSuspended;
 using api::kCondUnschedulable;
+using api::kCondWaiting;
 
 // Sets the condition (see the rules above). `now` is an RFC 3339 time.
 void SetCondition(api::JobStatus& status, const std::string& type, bool value,

@@ -21,6 +21,10 @@ class OperatorMetrics {
   // (api/failure_reason.h: OOMKilled, Preempted, ...).
   virtual void ReplicaFailed(const std::string& ns, const std::string& reason) = 0;
   virtual void PodCreated(const std::string& ns) = 0;
+  // A job's runtime world formed a new generation (a worker lost, joined or
+  // left: the MembershipChanged event). Not pure: implementations that do
+  // not count it need not say so.
+  virtual void MembershipChanged(const std::string& /*ns*/) {}
   // Current jobs per (namespace, phase): phase is the job's latest condition
   // type (Created, Running, Restarting, Succeeded, Failed, Suspended).
   virtual void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>& counts) = 0;

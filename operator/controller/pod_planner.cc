@@ -1,6 +1,13 @@
 #include "operator/controller/pod_planner.h"
 
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
 #include "api/cluster_spec.h"
+#include "api/labels.h"
 #include "operator/controller/pod_status.h"
 #include "operator/kube/object.h"
 
@@ -28,10 +35,25 @@ std::vector<PodToCreate> MissingPods(const api::TrainingJob& job, const ReplicaO
 }
 
 std::vector<kube::ObjectPtr> StrayPodsToDelete(const JobObjects& objects) {
-  std::vector<kube::ObjectPtr> out;
+  // (has no replica labels, type, -index, name): scaled-down replicas by
+  // type, highest index first, then pods without replica labels.
+  using Order = std::tuple<bool, int, int, std::string>;
+  std::vector<std::pair<Order, kube::ObjectPtr>> found;
   for (const kube::ObjectPtr& pod : objects.stray_pods) {
-    if (!kube::IsBeingDeleted(*pod)) out.push_back(pod);
+    if (kube::IsBeingDeleted(*pod)) continue;
+    std::optional<api::ReplicaType> type =
+        api::ParseReplicaType(kube::Label(*pod, api::kLabelReplicaType));
+    int index = 0;
+    const bool labelled =
+        type.has_value() && absl::SimpleAtoi(kube::Label(*pod, api::kLabelReplicaIndex), &index);
+    found.push_back({Order{!labelled, labelled ? static_cast<int>(*type) : 0, labelled ? -index : 0,
+                           kube::Name(*pod)},
+                     pod});
   }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<kube::ObjectPtr> out;
+  for (auto& [order, pod] : found) out.push_back(std::move(pod));
   return out;
 }
 

@@ -31,7 +31,11 @@ struct PodToCreate {
 std::vector<PodToCreate> MissingPods(const api::TrainingJob& job, const ReplicaObjects& pods,
                                      const api::JobStatus& status);
 
-// Pods outside the spec that are not being deleted yet.
+// Pods outside the spec that are not being deleted yet: the replicas a
+// scale-down removed, by type, highest index first, then pods without
+// replica labels. Their deletion is no failure and no restart: they are not
+// the spec's, so the failure policy and the success policy never see them,
+// and nothing recreates them.
 std::vector<kube::ObjectPtr> StrayPodsToDelete(const JobObjects& objects);
 
 // A pod cleanPodPolicy removes, with its replica's Service (null when none

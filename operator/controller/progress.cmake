@@ -17,8 +17,9 @@ kubetrain_library(stall_tracker
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/stall_tracker.cc"
   DEPS absl::synchronization absl::strings)
 kubetrain_library(progress_poller
-  HDRS "${CMAKE_CURRENT_LIST_DIR}/progress_poller.h"
+  HDRS "${CMAKE_CURRENT_LIST_DIR}/progress_poller.h" "${CMAKE_CURRENT_LIST_DIR}/world_membership.h"
   SOURCES "${CMAKE_CURRENT_LIST_DIR}/progress_poller.cc"
+          "${CMAKE_CURRENT_LIST_DIR}/world_membership.cc"
   DEPS kubetrain::api kubetrain::prometheus_text kubetrain::stall_tracker kubetrain::kube CURL::libcurl
        nlohmann_json::nlohmann_json
        absl::flat_hash_map absl::synchronization absl::time absl::strings absl::status

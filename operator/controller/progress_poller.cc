@@ -268,6 +268,7 @@ int ProgressPoller::PollOnce() {
     absl::MutexLock lock(&mu_);
     absl::erase_if(failing_, [&](const auto& e) { return !live_uids.contains(e.first); });
     absl::erase_if(written_, [&](const auto& e) { return !live_uids.contains(e.first); });
+    absl::erase_if(members_, [&](const auto& e) { return !live_uids.contains(e.first); });
     // And stop watching those that finished, or whose watch was turned off.
     absl::erase_if(stalled_, [&](const auto& e) {
       if (watched_uids.contains(e.first)) return false;
@@ -373,13 +374,23 @@ bool ProgressPoller::PollJob(const Target& target) {
                                      absl::StrCat(url, ": ", page.status().message())));
     return false;
   }
-  const Json desired =
-      api::ProgressToJson(ProgressFromMetrics(*page, target.pod, kube::Name(target.job)));
+  const api::Progress read = ProgressFromMetrics(*page, target.pod, kube::Name(target.job));
+  const Json desired_progress = api::ProgressToJson(read);
   const Json current = CurrentProgress(target.job);
-  if (desired == current) {
+  const api::JobStatus stored = StatusOf(target.job);
+  const WorldReading world = WorldFromMetrics(*page, target.pod, kube::Name(target.job));
+  // The world's fields are written when the runtime reports them and they
+  // changed; a page without them leaves the stored ones.
+  const bool new_size = world.size && world.size != stored.world_size;
+  const bool new_generation = world.generation && world.generation != stored.generation;
+  if (desired_progress == current && !new_size && !new_generation) {
+    RememberMembers(target.uid, world);
     NoteSuccess(target);
     return false;
   }
+  Json desired = {{"progress", desired_progress}};
+  if (new_size) desired["worldSize"] = *world.size;
+  if (new_generation) desired["generation"] = *world.generation;
   const std::string cached_version = kube::ResourceVersionOf(target.job);
   Json last_written = Json::object();
   {
@@ -394,11 +405,12 @@ bool ProgressPoller::PollJob(const Target& target) {
     if (it != written_.end() && it->second.second.is_object()) last_written = it->second.second;
   }
 
-  Json progress = desired;
+  Json progress = desired_progress;
+  const Json last_progress = last_written.value("progress", Json::object());
   // A metric that disappeared removes its field (null deletes in a merge
   // patch): fields of the cached progress and of our last write, which the
   // cache may not show yet.
-  for (const Json* previous : {&current, static_cast<const Json*>(&last_written)}) {
+  for (const Json* previous : {&current, &last_progress}) {
     if (!previous->is_object()) continue;
     for (const auto& [field, value] : previous->items()) {
       if (!progress.contains(field)) progress[field] = nullptr;
@@ -406,6 +418,8 @@ bool ProgressPoller::PollJob(const Target& target) {
   }
   progress["updatedAt"] = kube::FormatTime(absl::ToUnixMicros(absl::Now()));
   Json patch{{"status", {{"progress", progress}}}};
+  if (new_size) patch["status"]["worldSize"] = *world.size;
+  if (new_generation) patch["status"]["generation"] = *world.generation;
   absl::StatusOr<Json> result = client_.MergePatch(kube::kTrainingJobs, kube::Namespace(target.job),
                                                    kube::Name(target.job), patch, "status");
   if (!result.ok()) {
@@ -414,10 +428,27 @@ bool ProgressPoller::PollJob(const Target& target) {
                              absl::StrCat("writing status.progress: ", result.status().message())));
     return false;
   }
-  absl::MutexLock lock(&mu_);
-  written_[target.uid] = {cached_version, desired};
-  NoteSuccessLocked(target);
+  std::optional<std::set<std::string>> previous;
+  {
+    absl::MutexLock lock(&mu_);
+    written_[target.uid] = {cached_version, desired};
+    NoteSuccessLocked(target);
+    if (auto it = members_.find(target.uid); it != members_.end()) previous = it->second;
+  }
+  RememberMembers(target.uid, world);
+  if (new_generation && options_.on_membership_change) {
+    const MembershipChange change = DiffMembership(
+        *world.generation, read.step, world.size.value_or(stored.world_size.value_or(0)),
+        previous ? &*previous : nullptr, world.members);
+    options_.on_membership_change(target.job, change);
+  }
   return true;
+}
+
+void ProgressPoller::RememberMembers(const std::string& uid, const WorldReading& world) {
+  if (world.members.empty()) return;
+  absl::MutexLock lock(&mu_);
+  members_[uid] = world.members;
 }
 
 void ProgressPoller::NoteFailure(const Target& target, const absl::Status& status) {

@@ -11,15 +11,20 @@
 //   loss             kubetrain_train_loss
 //   accuracy         kubetrain_eval_accuracy_ratio, else kubetrain_train_accuracy_ratio
 //   samplesPerSecond kubetrain_samples_per_second
+// and the runtime's world (world_membership.h)
+//   status.worldSize   kubetrain_world_size
+//   status.generation  kubetrain_world_generation
 // (names in api/metric_names.h) from samples whose training_job,
 // training_namespace, replica_type and replica_index labels match
 // the pod (an absent label matches), and merge-patches
 //   status.progress {step, totalSteps, loss, accuracy, samplesPerSecond, updatedAt}
-// on the job's /status subresource. A metric that is missing (or not finite)
-// removes its field. Nothing is written when the values equal the job's
-// current progress. A failed fetch, parse or write leaves the old progress
-// and logs one warning per job per failure streak; the first success after a
-// streak logs at info.
+// (with worldSize and generation when they changed) on the job's /status
+// subresource. A write of a new generation calls on_membership_change, with
+// the members joined and left since the generation this poller saw before
+// (none named after an operator restart: the members are not stored). A metric that is missing (or
+// not finite) removes its field. Nothing is written when the values equal the job's current
+// progress. A failed fetch, parse or write leaves the old progress and logs one warning per job per
+// failure streak; the first success after a streak logs at info.
 //
 // The caches are read, never written: pass the informers' caches for
 // TrainingJobs and for Pods (owner index kIndexOwnerUid is used).
@@ -32,6 +37,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -44,6 +50,7 @@
 #include "base/clock.h"
 #include "operator/controller/prometheus_text.h"
 #include "operator/controller/stall_tracker.h"
+#include "operator/controller/world_membership.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/object_cache.h"
@@ -74,6 +81,11 @@ struct ProgressPollerOptions {
   StallTracker* stalls = nullptr;
   const Clock* clock = nullptr;
   std::function<void(const std::string& job_key)> on_stall_change;
+  // Called with the job (as cached) after status.generation was written
+  // with a new generation of its world (world_membership.h): the
+  // MembershipChanged event and its counter. May be empty.
+  std::function<void(const nlohmann::json& job, const MembershipChange& change)>
+      on_membership_change;
 };
 
 // True when the job's Running or Restarting condition is True and it is
@@ -128,6 +140,8 @@ class ProgressPoller {
   // Logs a failure once per streak.
   void NoteFailure(const Target& target, const absl::Status& status);
   void NoteSuccess(const Target& target);
+  // Keeps the members of the generation `world` shows (when it names any).
+  void RememberMembers(const std::string& uid, const WorldReading& world) ABSL_LOCKS_EXCLUDED(mu_);
   void NoteSuccessLocked(const Target& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
   void Log(kube::LogLevel level, const std::string& message);
@@ -148,6 +162,8 @@ class ProgressPoller {
   // skips a repeated write while the informer has not yet seen ours.
   absl::flat_hash_map<std::string, std::pair<std::string, nlohmann::json>> written_
       ABSL_GUARDED_BY(mu_);
+  // Job uid -> the members of the latest generation read.
+  absl::flat_hash_map<std::string, std::set<std::string>> members_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex lifecycle_mu_;  // serialises Start and Stop
   std::thread thread_ ABSL_GUARDED_BY(lifecycle_mu_);

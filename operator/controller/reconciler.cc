@@ -15,6 +15,7 @@
 #include "api/job_status.h"
 #include "api/replica_policy.h"
 #include "api/training_job.h"
+#include "operator/controller/elastic_workers.h"
 #include "operator/controller/failed_replicas.h"
 #include "operator/controller/failure_policy.h"
 #include "operator/controller/job_objects.h"
@@ -85,6 +86,9 @@ struct Reconciler::Pass {
     return services_settled_at_collect && d.expectations->Satisfied(ServiceExpectationKey(key));
   }
   bool restarting = false;
+  // An elastic job scaled outside [minReplicas, maxReplicas] after it was
+  // admitted: what was asked and what runs (api::ClampElasticWorkers).
+  std::optional<api::ElasticClamp> clamp;
   // Why this pass restarted a replica: the Restarting condition's reason
   // and message (api/failure_reason.h); empty for in-place restarts.
   std::string restart_reason, restart_message;
@@ -516,6 +520,8 @@ struct Reconciler::Pass {
       };
     };
     if (ServicesSettled()) {
+      // A scale-down's Services go with its pods, highest index first.
+      for (const ObjectPtr& svc : StrayServicesToDelete(job, objects)) PlanDeleteService(svc);
       for (const ServiceToCreate& svc : MissingServices(job, objects)) {
         expected_services.insert(svc.name);
         if (!svc.replica) {
@@ -624,10 +630,42 @@ struct Reconciler::Pass {
                      restart_message.empty() ? decision.message : restart_message, now_str);
         break;
       case PhaseDecision::Kind::kRunning:
-        SetCondition(status, kCondRunning, true, decision.reason, decision.message, now_str);
+        SetCondition(status, kCondRunning, true, decision.reason,
+                     clamp ? absl::StrCat(decision.message, " ", ScaleRefusedMessage(*clamp), ".")
+                           : decision.message,
+                     now_str);
         break;
       case PhaseDecision::Kind::kNone:
         break;
+    }
+  }
+
+  // Elastic jobs: the Waiting condition (fewer running workers than
+  // minReplicas) and the ScaleRefused event, once per refused count: when
+  // the Running condition's message first carries it.
+  void DecideElastic() {
+    if (!job.Elastic()) return;
+    if (std::optional<std::string> waiting = WaitingMessage(job, objects.pods)) {
+      if (!IsConditionTrue(status, kCondWaiting)) {
+        OnWritten([this, m = *waiting] { Event(kEventNormal, "Waiting", m); });
+      }
+      SetCondition(status, kCondWaiting, true, "NotEnoughWorkers", *waiting, now_str);
+    } else if (IsConditionTrue(status, kCondWaiting)) {
+      SetCondition(status, kCondWaiting, false, "EnoughWorkers",
+                   absl::StrCat(RunningWorkers(objects.pods), " of minReplicas ",
+                                job.spec.elastic_policy->min_replicas, " running"),
+                   now_str);
+    }
+    if (clamp) {
+      const api::Condition* before = FindCondition(original_status, kCondRunning);
+      const api::Condition* after = FindCondition(status, kCondRunning);
+      if (after != nullptr && after->status == api::ConditionStatus::kTrue &&
+          (before == nullptr || before->message != after->message)) {
+        OnWritten([this, m = ScaleRefusedMessage(*clamp)] {
+          Event(kEventWarning, "ScaleRefused",
+                absl::StrCat(m, " (the API server cannot refuse a scale without a webhook)"));
+        });
+      }
     }
   }
 
@@ -703,6 +741,12 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
   absl::StatusOr<api::TrainingJob> parsed = api::FromJson(p.job_json);
   if (parsed.ok()) {
     api::ApplyDefaults(*parsed);
+    // An admitted elastic job scaled outside its range runs at the nearest
+    // bound (kubectl scale cannot be refused by a v1.20 API server without
+    // a webhook); a job created outside it is invalid (Validate).
+    if (FindCondition(p.status, kCondCreated) != nullptr) {
+      p.clamp = api::ClampElasticWorkers(*parsed);
+    }
     if (absl::Status valid = api::Validate(*parsed); !valid.ok()) parsed = valid;
   }
   if (!parsed.ok()) {
@@ -739,6 +783,8 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     SetCondition(p.status, kCondSuspended, true, "JobSuspended",
                  absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
     SetCondition(p.status, kCondRunning, false, "JobSuspended", "", p.now_str);
+    // A suspended job waits for no workers.
+    SetCondition(p.status, kCondWaiting, false, "JobSuspended", "", p.now_str);
     p.status.start_time.clear();
     p.ComputeReplicaStatuses();
   } else {
@@ -765,6 +811,7 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
       p.PlanCreates();
       p.ComputeReplicaStatuses();
       p.DecidePhase();
+      p.DecideElastic();
     } else {
       p.ComputeReplicaStatuses();
     }

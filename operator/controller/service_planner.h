@@ -24,6 +24,11 @@ struct ServiceToCreate {
 std::vector<ServiceToCreate> MissingServices(const api::TrainingJob& job,
                                              const JobObjects& objects);
 
+// Per-replica Services of indexes beyond the spec's replicas (a scale-down)
+// not being deleted yet, highest index first.
+std::vector<kube::ObjectPtr> StrayServicesToDelete(const api::TrainingJob& job,
+                                                   const JobObjects& objects);
+
 }  // namespace kubetrain::controller
 
 #endif  // KUBETRAIN_OPERATOR_CONTROLLER_SERVICE_PLANNER_H_

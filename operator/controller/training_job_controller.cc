@@ -318,6 +318,11 @@ absl::Status TrainingJobController::Start() {
     progress_options.stalls = &m.stalls;
     progress_options.clock = &m.clock;
     progress_options.on_stall_change = [&m](const std::string& key) { m.queue->Add(key); };
+    progress_options.on_membership_change = [&m](const kube::Json& job,
+                                                 const MembershipChange& change) {
+      m.metrics->MembershipChanged(kube::Namespace(job));
+      m.events.Record(job, kEventNormal, "MembershipChanged", MembershipChangedMessage(change));
+    };
     m.progress = std::make_unique<ProgressPoller>(
         m.client, m.jobs->cache(), m.pods->cache(),
         m.options.metrics_fetcher != nullptr ? *m.options.metrics_fetcher : *m.fetcher,

@@ -13,6 +13,8 @@ inline constexpr char kJobsSucceededTotal[] = "kubetrain_operator_jobs_succeeded
 inline constexpr char kJobsFailedTotal[] = "kubetrain_operator_jobs_failed_total";
 inline constexpr char kJobsRestartedTotal[] = "kubetrain_operator_jobs_restarted_total";
 inline constexpr char kPodsCreatedTotal[] = "kubetrain_operator_pods_created_total";
+// New generations of jobs' runtime worlds (the MembershipChanged event).
+inline constexpr char kMembershipChangesTotal[] = "kubetrain_operator_membership_changes_total";
 // Also with `reason` (api/failure_reason.h: OOMKilled, Evicted, Preempted,
 // NodeLost, LostPeer, ConfigError, ...): replica pods that failed or cannot
 // start; Evicted, Preempted and NodeLost are disruptions.

@@ -49,6 +49,9 @@ PrometheusOperatorMetrics::PrometheusOperatorMetrics(prometheus::Registry& regis
                                     "Replica restarts the operator performed for TrainingJobs")),
       pods_created_(
           CounterFamily(registry, kPodsCreatedTotal, "Pods the operator created for TrainingJobs")),
+      membership_changes_(CounterFamily(registry, kMembershipChangesTotal,
+                                        "New generations of TrainingJobs' runtime worlds (a "
+                                        "worker lost, joined or left)")),
       replica_failures_(CounterFamily(registry, kReplicaFailuresTotal,
                                       "Replica pods that failed or cannot start, by reason "
                                       "(Evicted, Preempted and NodeLost are disruptions)")),
@@ -93,6 +96,10 @@ void PrometheusOperatorMetrics::ReplicaFailed(const std::string& ns, const std::
 }
 void PrometheusOperatorMetrics::PodCreated(const std::string& ns) {
   pods_created_.Add(Namespace(ns)).Increment();
+}
+
+void PrometheusOperatorMetrics::MembershipChanged(const std::string& ns) {
+  membership_changes_.Add(Namespace(ns)).Increment();
 }
 
 void PrometheusOperatorMetrics::SetJobPhases(

@@ -46,6 +46,7 @@ class PrometheusOperatorMetrics final : public controller::OperatorMetrics {
   void JobRestarted(const std::string& ns) override;
   void ReplicaFailed(const std::string& ns, const std::string& reason) override;
   void PodCreated(const std::string& ns) override;
+  void MembershipChanged(const std::string& ns) override;
   // Replaces every kubetrain_operator_jobs series: (namespace, phase) pairs
   // absent from `counts` are removed, so the gauge never reports jobs that
   // are gone.
@@ -80,6 +81,7 @@ class PrometheusOperatorMetrics final : public controller::OperatorMetrics {
   prometheus::Family<prometheus::Counter>& jobs_failed_;
   prometheus::Family<prometheus::Counter>& jobs_restarted_;
   prometheus::Family<prometheus::Counter>& pods_created_;
+  prometheus::Family<prometheus::Counter>& membership_changes_;
   prometheus::Family<prometheus::Counter>& replica_failures_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Histogram& reconcile_duration_;

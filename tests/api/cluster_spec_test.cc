@@ -215,6 +215,27 @@ TEST(ReplicaEnvironmentTest, PsJobWorker) {
                   Pair("KUBETRAIN_JOB_TOKEN", "0123abcd")));
 }
 
+TEST(ReplicaEnvironmentTest, ElasticWorkersGetTheirBounds) {
+  TrainingJob job = Load(kChiefJob);
+  job.spec.elastic_policy = ElasticPolicy{1, 5};
+  const ClusterSpec cluster = InClusterSpec(job);
+  const EnvList worker = ReplicaEnvironment(job, cluster, ReplicaType::kWorker, 1, "t");
+  EXPECT_THAT(worker, ::testing::Contains(Pair("KUBETRAIN_MIN_WORKERS", "1")));
+  EXPECT_THAT(worker, ::testing::Contains(Pair("KUBETRAIN_MAX_WORKERS", "5")));
+  // TF_CONFIG lists the workers of the current spec, as for a fixed job.
+  EXPECT_EQ(worker[0].second, TfConfigJson(cluster, ReplicaType::kWorker, 1));
+  // Only Worker replicas are elastic.
+  for (const auto& [k, v] : ReplicaEnvironment(job, cluster, ReplicaType::kChief, 0, "t")) {
+    EXPECT_NE(k, "KUBETRAIN_MIN_WORKERS");
+    EXPECT_NE(k, "KUBETRAIN_MAX_WORKERS");
+  }
+  // A fixed job gets neither.
+  job.spec.elastic_policy.reset();
+  for (const auto& [k, v] : ReplicaEnvironment(job, cluster, ReplicaType::kWorker, 1, "t")) {
+    EXPECT_NE(k, "KUBETRAIN_MIN_WORKERS");
+  }
+}
+
 TEST(ReplicaEnvironmentTest, PsReplicaWithoutToken) {
   const TrainingJob job = Load(kPsJob);
   const ClusterSpec cluster = InClusterSpec(job);

@@ -26,6 +26,7 @@ constexpr char kFullStatus[] = R"({
      "type": "Failed"}
   ],
   "disruptionCount": 2,
+  "generation": 4,
   "lastFailure": {"exitCode": 1, "message": "kubetrain: error: unknown model", "node": "node-b",
                   "pod": "fmnist-worker-0", "podUID": "uid-7", "reason": "ConfigError",
                   "replicaIndex": 0, "replicaType": "Worker", "time": "2026-11-22T00:10:00Z"},
@@ -40,7 +41,8 @@ constexpr char kFullStatus[] = R"({
                "selector": "kubetrain.io/job-name=fmnist,kubetrain.io/replica-type=worker"}
   },
   "restartCount": 4,
-  "startTime": "2026-11-22T00:00:30Z"
+  "startTime": "2026-11-22T00:00:30Z",
+  "worldSize": 3
 })";
 
 JobStatus Parse(const json& j) {
@@ -93,6 +95,8 @@ TEST(JobStatusTest, ReadsEveryField) {
   EXPECT_EQ(s.progress->accuracy, 0.75);
   EXPECT_EQ(s.progress->samples_per_second, 1234.5);
   EXPECT_EQ(s.progress->updated_at, "2026-11-22T00:09:30Z");
+  EXPECT_EQ(s.world_size, 3);
+  EXPECT_EQ(s.generation, 4);
 
   EXPECT_EQ(Phase(s), kCondFailed);
   EXPECT_TRUE(IsConditionTrue(s, kCondCreated));

@@ -336,7 +336,35 @@ INSTANTIATE_TEST_SUITE_P(
                     "spec.serviceMode: must be one of PerReplica, PerJob, got \"PerPod\""},
         InvalidCase{"UnknownSpecField", Spec(kWorker, "  replicaSpec: {}\n"),
                     "spec.replicaSpec: unknown field (known: replicaSpecs, runPolicy, "
-                    "successPolicy, serviceMode)"},
+                    "successPolicy, serviceMode, elasticPolicy)"},
+        InvalidCase{
+            "ElasticWithoutWorker",
+            Spec(Replica("Chief", ""), "  elasticPolicy: {minReplicas: 1, maxReplicas: 2}\n"),
+            "spec.elasticPolicy: needs a Worker replica spec"},
+        InvalidCase{"ElasticMinZero",
+                    Spec(kWorker, "  elasticPolicy: {minReplicas: 0, maxReplicas: 2}\n"),
+                    "spec.elasticPolicy.minReplicas: must be >= 1, got 0"},
+        InvalidCase{"ElasticMaxBelowMin",
+                    Spec(kWorker, "  elasticPolicy: {minReplicas: 3, maxReplicas: 2}\n"),
+                    "spec.elasticPolicy.maxReplicas: must be >= minReplicas (3), got 2"},
+        InvalidCase{"ElasticReplicasAboveMax",
+                    Spec(Replica("Worker", "replicas: 5"),
+                         "  elasticPolicy: {minReplicas: 1, maxReplicas: 4}\n"),
+                    "spec.replicaSpecs.Worker.replicas: must be within spec.elasticPolicy [1, 4], "
+                    "got 5"},
+        InvalidCase{"ElasticReplicasBelowMin",
+                    Spec(kWorker, "  elasticPolicy: {minReplicas: 3, maxReplicas: 4}\n"),
+                    "spec.replicaSpecs.Worker.replicas: must be within spec.elasticPolicy [3, 4], "
+                    "got 2"},
+        InvalidCase{"ElasticMissingMax", Spec(kWorker, "  elasticPolicy: {minReplicas: 1}\n"),
+                    "spec.elasticPolicy.maxReplicas: is required"},
+        InvalidCase{"ElasticUnknownField",
+                    Spec(kWorker, "  elasticPolicy: {minReplicas: 1, maxReplicas: 2, max: 3}\n"),
+                    "spec.elasticPolicy.max: unknown field"},
+        InvalidCase{"ElasticNameTooLongAtMax",
+                    Spec(kWorker, "  elasticPolicy: {minReplicas: 1, maxReplicas: 11}\n"),
+                    "replica name \"" + std::string(54, 'a') + "-worker-10\" has 64 characters",
+                    "{name: " + std::string(54, 'a') + "}"},
         InvalidCase{"UnknownReplicaField", Spec(Replica("Worker", "replica: 2")),
                     "spec.replicaSpecs.Worker.replica: unknown field"},
         InvalidCase{"UppercaseName", Spec(kWorker), "metadata.name: \"FMnist\" is not a DNS-1035",
@@ -358,6 +386,68 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"DuplicateYamlKey", "spec:\n  replicaSpecs:\n" + kWorker + kWorker,
                     "job.yaml:7:5: duplicate key \"Worker\""}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.name; });
+
+constexpr char kElasticJob[] = R"yaml(
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: elastic}
+spec:
+  elasticPolicy: {minReplicas: 2, maxReplicas: 6}
+  replicaSpecs:
+    Worker:
+      replicas: 4
+      template: {spec: {containers: [{name: kubetrain, image: kubetrain:latest}]}}
+)yaml";
+
+TEST(ElasticPolicyTest, ParsesRoundTripsAndValidates) {
+  absl::StatusOr<TrainingJob> job = LoadTrainingJob(kElasticJob, "elastic.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->spec.elastic_policy.has_value());
+  EXPECT_TRUE(job->Elastic());
+  EXPECT_EQ(job->spec.elastic_policy->min_replicas, 2);
+  EXPECT_EQ(job->spec.elastic_policy->max_replicas, 6);
+  const json out = ToJson(*job);
+  EXPECT_EQ(out["spec"]["elasticPolicy"], json::parse(R"({"minReplicas":2,"maxReplicas":6})"));
+  absl::StatusOr<TrainingJob> back = FromJson(out);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *job);
+}
+
+TEST(ElasticPolicyTest, AbsentMeansNotElasticAndDefaultsAddNone) {
+  absl::StatusOr<TrainingJob> job = LoadTrainingJob(R"yaml(
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: fixed}
+spec:
+  replicaSpecs:
+    Worker: {replicas: 3, template: {spec: {containers: [{name: c, image: i}]}}}
+)yaml",
+                                                    "fixed.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->Elastic());
+  EXPECT_FALSE(ToJson(*job)["spec"].contains("elasticPolicy"));
+  // Nothing to clamp without a policy.
+  EXPECT_EQ(ClampElasticWorkers(*job), std::nullopt);
+  EXPECT_EQ(job->ReplicaCount(ReplicaType::kWorker), 3);
+}
+
+TEST(ElasticPolicyTest, ClampsAScaledJobToItsBounds) {
+  absl::StatusOr<TrainingJob> job = LoadTrainingJob(kElasticJob, "elastic.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(ClampElasticWorkers(*job), std::nullopt);          // 4 lies within [2, 6]
+  job->spec.replica_specs[ReplicaType::kWorker].replicas = 9;  // kubectl scale --replicas=9
+  EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{9, 6}));
+  EXPECT_EQ(job->ReplicaCount(ReplicaType::kWorker), 6);
+  EXPECT_TRUE(Validate(*job).ok());
+  job->spec.replica_specs[ReplicaType::kWorker].replicas = 1;
+  EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{1, 2}));
+  EXPECT_EQ(job->ReplicaCount(ReplicaType::kWorker), 2);
+  // kubectl scale --replicas=0 would leave no trainer (an invalid spec that
+  // fails the job); clamped, the job keeps minReplicas workers and stays valid.
+  job->spec.replica_specs[ReplicaType::kWorker].replicas = 0;
+  EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{0, 2}));
+  EXPECT_TRUE(Validate(*job).ok()) << Validate(*job);
+}
 
 TEST(TrainingJobTest, MalformedYamlGivesLineAndColumn) {
   absl::StatusOr<TrainingJob> job = ParseTrainingJob(

@@ -22,10 +22,11 @@ using testing_util::MetricsJob;
 // gives them: renaming one there breaks the dashboard queries that use the
 // old name. A metric added there must be added here with its type.
 const char* const kOperatorCounters[] = {
-    operator_metrics::kJobsCreatedTotal,   operator_metrics::kJobsSucceededTotal,
-    operator_metrics::kJobsFailedTotal,    operator_metrics::kJobsRestartedTotal,
-    operator_metrics::kPodsCreatedTotal,   operator_metrics::kReconcileErrorsTotal,
-    operator_metrics::kWorkqueueAddsTotal, operator_metrics::kWorkqueueRetriesTotal};
+    operator_metrics::kJobsCreatedTotal,      operator_metrics::kJobsSucceededTotal,
+    operator_metrics::kJobsFailedTotal,       operator_metrics::kJobsRestartedTotal,
+    operator_metrics::kPodsCreatedTotal,      operator_metrics::kReconcileErrorsTotal,
+    operator_metrics::kWorkqueueAddsTotal,    operator_metrics::kWorkqueueRetriesTotal,
+    operator_metrics::kMembershipChangesTotal};
 const char* const kOperatorGauges[] = {operator_metrics::kJobs, operator_metrics::kWorkqueueDepth,
                                        operator_metrics::kIsLeader};
 const char* const kOperatorHistograms[] = {operator_metrics::kReconcileDurationSeconds,

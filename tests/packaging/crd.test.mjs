@@ -31,13 +31,22 @@ test('names, scope, subresource and printer columns', () => {
   assert.equal(crd.spec.versions.length, 1)
   assert.equal(version.name, 'v1alpha1')
   assert.ok(version.served && version.storage)
-  assert.deepEqual(version.subresources, {status: {}})
+  assert.deepEqual(version.subresources, {
+    status: {},
+    scale: {
+      specReplicasPath: '.spec.replicaSpecs.Worker.replicas',
+      statusReplicasPath: '.status.replicaStatuses.Worker.active',
+      labelSelectorPath: '.status.replicaStatuses.Worker.selector',
+    },
+  })
   const cols = Object.fromEntries(version.additionalPrinterColumns.map((c) => [c.name, [c.type, c.jsonPath]]))
   assert.deepEqual(cols, {
     Status: ['string', '.status.conditions[-1:].type'],
     Step: ['integer', '.status.progress.step'],
     Loss: ['number', '.status.progress.loss'],
     Accuracy: ['number', '.status.progress.accuracy'],
+    World: ['integer', '.status.worldSize'],
+    Generation: ['integer', '.status.generation'],
     Age: ['date', '.metadata.creationTimestamp'],
   })
 })
@@ -237,7 +246,7 @@ const STATUS_WRITERS = {
     failure: 'status.lastFailure', progress: 'status.progress',
   },
   'operator/controller/reconciler.cc': {object: ''},
-  'operator/controller/progress_poller.cc': {progress: 'status.progress', patch: ''},
+  'operator/controller/progress_poller.cc': {progress: 'status.progress', patch: '', desired: 'status'},
 }
 
 // The keys of a brace-init list `{{"k", v}, {"k2", {{"n", w}}}}` starting at

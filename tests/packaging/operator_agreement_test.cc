@@ -151,6 +151,8 @@ TEST(OperatorAgreementTest, KnownFieldsAreTheCrdProperties) {
   EXPECT_EQ(OperatorKnownFields(
                 absl::StrCat(kHeader, "spec: {runPolicy: {schedulingPolicy: {zzUnknown: 1}}}\n")),
             Properties(RunPolicySchema()["properties"]["schedulingPolicy"]));
+  EXPECT_EQ(OperatorKnownFields(absl::StrCat(kHeader, "spec: {elasticPolicy: {zzUnknown: 1}}\n")),
+            Properties(SpecSchema()["properties"]["elasticPolicy"]));
 }
 
 TEST(OperatorAgreementTest, EnumsAndDefaultsAreTheOperators) {

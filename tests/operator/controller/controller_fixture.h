@@ -45,6 +45,7 @@ class CountingMetrics final : public OperatorMetrics {
     Bump("failure:" + reason);
   }
   void PodCreated(const std::string&) override { Bump("pods"); }
+  void MembershipChanged(const std::string&) override { Bump("membership"); }
   void SetJobPhases(const std::map<std::pair<std::string, std::string>, int>&) override {}
   void ObserveReconcile(double, bool error) override { Bump(error ? "errors" : "reconciles"); }
   void SetQueueDepth(int) override {}

@@ -55,6 +55,30 @@ TEST(PodPlannerTest, StrayPodsGoUnlessAlreadyGoing) {
   EXPECT_EQ(Names(StrayPodsToDelete(objects)), (std::vector<std::string>{"j-worker-3"}));
 }
 
+// A scale-down from 5 to 2 workers: the highest index goes first, pods
+// without replica labels last.
+TEST(PodPlannerTest, ScaleDownDeletesTheHighestIndexFirst) {
+  JobObjects objects;
+  kube::Json unlabelled = *Pod("worker", 9);
+  unlabelled["metadata"]["name"] = "j-odd";
+  unlabelled["metadata"]["labels"].erase(api::kLabelReplicaIndex);
+  objects.stray_pods = {std::make_shared<const kube::Json>(unlabelled), Pod("worker", 2),
+                        Pod("worker", 4), Pod("worker", 3)};
+  EXPECT_EQ(Names(StrayPodsToDelete(objects)),
+            (std::vector<std::string>{"j-worker-4", "j-worker-3", "j-worker-2", "j-odd"}));
+}
+
+// Pods beyond the spec's replicas are no replicas of it: a scaled-down worker
+// that exits 0 neither counts as success nor is recreated.
+TEST(PodPlannerTest, ScaledDownPodsAreNotTheSpecs) {
+  const api::TrainingJob job = Job(0, 2);
+  ReplicaObjects pods;
+  pods[{ReplicaType::kWorker, 0}] = Pod("worker", 0);
+  pods[{ReplicaType::kWorker, 1}] = Pod("worker", 1);
+  EXPECT_TRUE(MissingPods(job, pods, {}).empty());
+  EXPECT_FALSE(ReplicaCompleted(pods, {}, {ReplicaType::kWorker, 2}));
+}
+
 JobObjects FinishedJob() {
   JobObjects objects;
   objects.pods[{ReplicaType::kPS, 0}] = Pod("ps", 0);

@@ -540,6 +540,83 @@ TEST_F(ProgressPollerTest, FakeFetcherOtherReplicasIgnoredMissingMetricsOmitted)
   EXPECT_EQ(Progress("edge")["step"], 31);
 }
 
+// The runtime's world: status.worldSize and status.generation follow the
+// chief's kubetrain_world_size and kubetrain_world_generation, and each new
+// generation written calls on_membership_change once, naming who joined and
+// left since the generation before (kubetrain_world_member).
+TEST_F(ProgressPollerTest, WritesTheWorldAndReportsEachNewGeneration) {
+  FakeFetcher fetcher;
+  Json job = RunningJob("world");
+  CreatePod(job, 0, true, Json::object());
+  const std::string url = "http://127.0.0.1:8090/metrics";
+  auto page = [](int step, int size, int generation, const std::vector<int>& members) {
+    std::string text = absl::StrCat("kubetrain_global_step ", step, "\nkubetrain_world_size ", size,
+                                    "\nkubetrain_world_generation ", generation, "\n");
+    for (int m : members) {
+      absl::StrAppend(&text, "kubetrain_world_member{member=\"worker-", m, "\"} 1\n");
+    }
+    return text;
+  };
+  absl::Mutex mu;
+  std::vector<std::string> changes;
+  ProgressPollerOptions options;
+  options.on_membership_change = [&](const Json& changed, const MembershipChange& change) {
+    absl::MutexLock lock(&mu);
+    changes.push_back(absl::StrCat(kube::Name(changed), ": ", MembershipChangedMessage(change)));
+  };
+  auto poller = MakePoller(fetcher, options);
+  auto status = [&] {
+    absl::StatusOr<Json> got = client().Get(kube::kTrainingJobs, ns(), "world");
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->value("status", Json::object()) : Json::object();
+  };
+  auto cache_has = [&](int generation) {
+    return WaitFor([&] {
+      kube::ObjectPtr cached = jobs_->cache().Get(kube::ObjectKey(ns(), "world"));
+      return cached != nullptr && kube::IntAt(*cached, {"status", "generation"}, 0) == generation;
+    });
+  };
+  auto seen = [&] {
+    absl::MutexLock lock(&mu);
+    return changes;
+  };
+
+  fetcher.Set(url, page(0, 3, 1, {0, 1, 2}));
+  EXPECT_EQ(poller->PollOnce(), 1) << log_.All();
+  EXPECT_EQ(status()["worldSize"], 3);
+  EXPECT_EQ(status()["generation"], 1);
+  EXPECT_EQ(seen(), std::vector<std::string>{"world: generation 1 formed at step 0: world 3"});
+  ASSERT_TRUE(cache_has(1));
+  // The same generation again: nothing written, nothing reported.
+  fetcher.Set(url, page(0, 3, 1, {0, 1, 2}));
+  EXPECT_EQ(poller->PollOnce(), 0);
+  EXPECT_EQ(seen().size(), 1u);
+
+  // A scale-up: worker-3 joins at step 1200.
+  fetcher.Set(url, page(1200, 4, 2, {0, 1, 2, 3}));
+  EXPECT_EQ(poller->PollOnce(), 1);
+  EXPECT_EQ(status()["worldSize"], 4);
+  EXPECT_EQ(status()["generation"], 2);
+  EXPECT_EQ(status()["progress"]["step"], 1200);
+  ASSERT_TRUE(cache_has(2));
+  // worker-1 is lost and worker-2 leaves.
+  fetcher.Set(url, page(1300, 2, 3, {0, 3}));
+  EXPECT_EQ(poller->PollOnce(), 1);
+  EXPECT_EQ(status()["worldSize"], 2);
+  EXPECT_EQ(seen(),
+            (std::vector<std::string>{
+                "world: generation 1 formed at step 0: world 3",
+                "world: generation 2 formed at step 1200: world 4 (joined worker-3)",
+                "world: generation 3 formed at step 1300: world 2 (left worker-1, worker-2)"}));
+  ASSERT_TRUE(cache_has(3));
+  // A page without the world's series leaves the stored ones.
+  fetcher.Set(url, "kubetrain_global_step 1400\n");
+  EXPECT_EQ(poller->PollOnce(), 1);
+  EXPECT_EQ(status()["worldSize"], 2);
+  EXPECT_EQ(status()["generation"], 3);
+  EXPECT_EQ(seen().size(), 3u);
+}
+
 TEST_F(ProgressPollerTest, ManyJobsInParallel) {
   FakeFetcher fetcher;
   constexpr int kJobs = 6;

@@ -27,6 +27,22 @@ TEST(ServicePlannerTest, OnePerReplicaWithoutOne) {
   EXPECT_TRUE(MissingServices(job, objects).empty());
 }
 
+TEST(ServicePlannerTest, ScaleDownDeletesTheServicesBeyondTheSpecHighestFirst) {
+  const api::TrainingJob job = Job(1, 2);
+  JobObjects objects;
+  objects.services[{ReplicaType::kPS, 0}] = Service("ps", 0);
+  for (int i = 0; i < 5; ++i) objects.services[{ReplicaType::kWorker, i}] = Service("worker", i);
+  std::vector<std::string> names;
+  for (const kube::ObjectPtr& svc : StrayServicesToDelete(job, objects)) {
+    names.push_back(kube::Name(*svc));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"j-worker-4", "j-worker-3", "j-worker-2"}));
+  objects.services.erase({ReplicaType::kWorker, 4});
+  objects.services.erase({ReplicaType::kWorker, 3});
+  objects.services.erase({ReplicaType::kWorker, 2});
+  EXPECT_TRUE(StrayServicesToDelete(job, objects).empty());
+}
+
 TEST(ServicePlannerTest, PerJobModeHasOneServiceNamedAsTheJob) {
   api::TrainingJob job = Job(1, 2);
   job.spec.service_mode = api::ServiceMode::kPerJob;

@@ -156,6 +156,89 @@ TEST_F(KubeEmulatorTest, CustomResourceGenerationStatusAndConflicts) {
 
 // Volcano's PodGroup CRD (tests/support/crds/) has a schema and no status
 // subresource; a real kube-apiserver v1.20 answered these the same way.
+// The CRD's scale subresource (crds/kubetrain.io_trainingjobs.yaml): an
+// autoscaling/v1 Scale over spec.replicaSpecs.Worker.replicas,
+// status.replicaStatuses.Worker.active and .selector, as kube-apiserver
+// v1.20 serves it.
+TEST_F(KubeEmulatorTest, ServesTheTrainingJobScaleSubresource) {
+  json tj = Create(kJobs, JobBody("tj", 2));
+  const std::string url = U(absl::StrCat(kJobs, "/tj"));
+  HttpReply got = Get(url + "/scale");
+  ASSERT_EQ(got.code, 200) << got.body;
+  json scale = got.Json();
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["metadata"]["name"], "tj");
+  EXPECT_EQ(scale["metadata"]["namespace"], "default");
+  EXPECT_EQ(scale["metadata"]["uid"], tj["metadata"]["uid"]);
+  EXPECT_EQ(scale["metadata"]["resourceVersion"], tj["metadata"]["resourceVersion"]);
+  EXPECT_EQ(scale["spec"], json::parse(R"({"replicas":2})"));
+  EXPECT_EQ(scale["status"], json::parse(R"({"replicas":0})"));  // no status yet
+
+  // The operator's status fills status.replicas and the selector (an HPA's).
+  HttpReply st = Send("PATCH", url + "/status",
+                      R"({"status":{"replicaStatuses":{"Worker":{"active":2,
+                          "selector":"kubetrain.io/job-name=tj,kubetrain.io/replica-type=worker"}}}})",
+                      "application/merge-patch+json");
+  ASSERT_EQ(st.code, 200) << st.body;
+  scale = Get(url + "/scale").Json();
+  EXPECT_EQ(scale["status"], json::parse(R"({"replicas":2,
+                "selector":"kubetrain.io/job-name=tj,kubetrain.io/replica-type=worker"})"));
+
+  // kubectl scale --replicas=4: a merge patch of the Scale.
+  HttpReply patched =
+      Send("PATCH", url + "/scale", R"({"spec":{"replicas":4}})", "application/merge-patch+json");
+  ASSERT_EQ(patched.code, 200) << patched.body;
+  EXPECT_EQ(patched.Json()["spec"]["replicas"], 4);
+  json job = Get(url).Json();
+  EXPECT_EQ(job["spec"]["replicaSpecs"]["Worker"]["replicas"], 4);
+  EXPECT_EQ(job["metadata"]["generation"], 2);                         // a spec change
+  EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"]["active"], 2);  // status kept
+  // A strategic merge patch and a JSON patch of the Scale work too.
+  ASSERT_EQ(Send("PATCH", url + "/scale", R"({"spec":{"replicas":3}})",
+                 "application/strategic-merge-patch+json")
+                .code,
+            200);
+  HttpReply jp =
+      Send("PATCH", url + "/scale", R"([{"op":"replace","path":"/spec/replicas","value":5}])",
+           "application/json-patch+json");
+  ASSERT_EQ(jp.code, 200) << jp.body;
+  EXPECT_EQ(Get(url).Json()["spec"]["replicaSpecs"]["Worker"]["replicas"], 5);
+
+  // PUT of a Scale: its resourceVersion is a precondition.
+  json put = Get(url + "/scale").Json();
+  put["spec"]["replicas"] = 1;
+  HttpReply ok = Send("PUT", url + "/scale", put.dump());
+  ASSERT_EQ(ok.code, 200) << ok.body;
+  EXPECT_EQ(ok.Json()["spec"]["replicas"], 1);
+  EXPECT_NE(ok.Json()["metadata"]["resourceVersion"], put["metadata"]["resourceVersion"]);
+  put["spec"]["replicas"] = 6;
+  HttpReply stale = Send("PUT", url + "/scale", put.dump());
+  EXPECT_EQ(stale.code, 409) << stale.body;
+  EXPECT_EQ(Get(url).Json()["spec"]["replicaSpecs"]["Worker"]["replicas"], 1);
+  // Zero is a count (spec.replicas omitted as autoscaling/v1 omits it).
+  put = Get(url + "/scale").Json();
+  put["spec"]["replicas"] = 0;
+  HttpReply zero = Send("PUT", url + "/scale", put.dump());
+  ASSERT_EQ(zero.code, 200) << zero.body;
+  EXPECT_EQ(zero.Json()["spec"], json::object());
+  // Negative: refused as the Scale's validation refuses it.
+  HttpReply negative =
+      Send("PATCH", url + "/scale", R"({"spec":{"replicas":-1}})", "application/merge-patch+json");
+  EXPECT_EQ(negative.code, 422);
+  EXPECT_EQ(negative.Json()["message"],
+            "Scale.autoscaling \"tj\" is invalid: spec.replicas: Invalid value: -1: must be "
+            "greater than or equal to 0");
+  EXPECT_EQ(negative.Json()["details"]["kind"], "Scale");
+  // Missing job, other verbs.
+  EXPECT_EQ(Get(U(absl::StrCat(kJobs, "/nope/scale"))).code, 404);
+  EXPECT_EQ(Send("DELETE", url + "/scale", "").code, 405);
+  EXPECT_EQ(Send("PATCH", url + "/scale", "{}", "application/apply-patch+yaml").code, 415);
+  // Pods have no scale subresource here.
+  Create(kPods, PodBody("p"));
+  EXPECT_EQ(Get(U(absl::StrCat(kPods, "/p/scale"))).code, 404);
+}
+
 TEST_F(KubeEmulatorTest, PodGroupsFollowVolcanosCrd) {
   constexpr char kGroups[] = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups";
   json group = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
@@ -411,12 +494,18 @@ TEST_F(KubeEmulatorTest, ServesDiscoveryForKubectl) {
   json tj = Get(U("/apis/kubetrain.io/v1alpha1")).Json();
   EXPECT_EQ(tj["kind"], "APIResourceList");
   EXPECT_EQ(tj["groupVersion"], "kubetrain.io/v1alpha1");
-  ASSERT_EQ(tj["resources"].size(), 2u);
+  ASSERT_EQ(tj["resources"].size(), 3u);
   EXPECT_EQ(tj["resources"][0]["name"], "trainingjobs");
   EXPECT_EQ(tj["resources"][0]["singularName"], "trainingjob");
   EXPECT_EQ(tj["resources"][0]["shortNames"], json::array({"tj"}));  // from the CRD
   EXPECT_EQ(tj["resources"][0]["kind"], "TrainingJob");
   EXPECT_EQ(tj["resources"][1]["name"], "trainingjobs/status");
+  // The CRD's scale subresource, as kube-apiserver lists it (what kubectl
+  // scale looks for).
+  EXPECT_EQ(tj["resources"][2],
+            json::parse(R"({"name":"trainingjobs/scale","singularName":"","namespaced":true,
+                            "group":"autoscaling","version":"v1","kind":"Scale",
+                            "verbs":["get","patch","update"]})"));
   std::map<std::string, json> core;
   const json v1 = Get(U("/api/v1")).Json();
   for (const json& r : v1["resources"]) core[r["name"]] = r;
@@ -441,6 +530,8 @@ TEST_F(KubeEmulatorTest, AnswersTablesWithTheCrdsPrinterColumns) {
   Create(kJobs, JobBody("tj1"));
   json status = {{"status",
                   {{"progress", {{"step", 12}, {"loss", 0.5}, {"accuracy", 0.75}}},
+                   {"worldSize", 3},
+                   {"generation", 2},
                    {"conditions",
                     {{{"type", "Created"},
                       {"status", "True"},
@@ -464,7 +555,10 @@ TEST_F(KubeEmulatorTest, AnswersTablesWithTheCrdsPrinterColumns) {
   EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
   std::vector<std::string> names;
   for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Status", "Step", "Loss", "Accuracy", "Age"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Status", "Step", "Loss", "Accuracy", "World",
+                                             "Generation", "Age"}));
+  // Generation is a -o wide column (priority 1), as the CRD says.
+  EXPECT_EQ(table["columnDefinitions"][6]["priority"], 1);
   ASSERT_EQ(table["rows"].size(), 1u);
   const json cells = table["rows"][0]["cells"];
   EXPECT_EQ(cells[0], "tj1");
@@ -472,7 +566,9 @@ TEST_F(KubeEmulatorTest, AnswersTablesWithTheCrdsPrinterColumns) {
   EXPECT_EQ(cells[2], 12);
   EXPECT_EQ(cells[3], 0.5);
   EXPECT_EQ(cells[4], 0.75);
-  EXPECT_TRUE(cells[5].is_string());
+  EXPECT_EQ(cells[5], 3);  // .status.worldSize
+  EXPECT_EQ(cells[6], 2);  // .status.generation
+  EXPECT_TRUE(cells[7].is_string());
   EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
   EXPECT_EQ(table["rows"][0]["object"]["metadata"]["name"], "tj1");
   // One object, and pods with their own columns.

@@ -67,6 +67,7 @@ TEST(OperatorMetricNamesTest, NamesAreTheOnesDashboardsUse) {
   EXPECT_STREQ(kJobsFailedTotal, "kubetrain_operator_jobs_failed_total");
   EXPECT_STREQ(kJobsRestartedTotal, "kubetrain_operator_jobs_restarted_total");
   EXPECT_STREQ(kPodsCreatedTotal, "kubetrain_operator_pods_created_total");
+  EXPECT_STREQ(kMembershipChangesTotal, "kubetrain_operator_membership_changes_total");
   EXPECT_STREQ(kJobs, "kubetrain_operator_jobs");
   EXPECT_STREQ(kReconcileDurationSeconds, "kubetrain_operator_reconcile_duration_seconds");
   EXPECT_STREQ(kReconcileErrorsTotal, "kubetrain_operator_reconcile_errors_total");
@@ -99,6 +100,8 @@ TEST(PrometheusOperatorMetricsTest, CountersPerNamespace) {
   metrics.JobRestarted("team-b");
   metrics.JobRestarted("team-b");
   for (int i = 0; i < 4; ++i) metrics.PodCreated("team-a");
+  metrics.MembershipChanged("team-b");
+  metrics.MembershipChanged("team-b");
   const std::string text = Scrape(registry);
   EXPECT_THAT(
       text, HasSubstr("kubetrain_operator_jobs_created_total{training_namespace=\"team-a\"} 2\n"));
@@ -114,6 +117,8 @@ TEST(PrometheusOperatorMetricsTest, CountersPerNamespace) {
       HasSubstr("kubetrain_operator_jobs_restarted_total{training_namespace=\"team-b\"} 3\n"));
   EXPECT_THAT(
       text, HasSubstr("kubetrain_operator_pods_created_total{training_namespace=\"team-a\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("kubetrain_operator_membership_changes_total{training_namespace="
+                              "\"team-b\"} 2\n"));
 }
 
 TEST(PrometheusOperatorMetricsTest, SetJobPhasesReplacesEverySeries) {
