@@ -1,0 +1,53 @@
+#!/bin/bash
+# Elastic workers (issue 29): an allreduce job with elasticPolicy {minReplicas: 2, maxReplicas: 4}
+# is scaled 2 -> 4 -> 3 with `kubectl scale` mid-run. The runtime re-forms the world at each
+# change (status.worldSize and status.generation follow, a MembershipChanged event each), the
+# workers that stay keep their pods and restartCount 0, nobody exits 129, the job succeeds above
+# the accuracy bar, and every rank left ends with the same parameters. A scale above maxReplicas
+# runs maxReplicas workers and says ScaleRefused.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+use_namespace e2e-elastic
+JOB=fmnist-allreduce
+E2E_EPOCHS=60 job_json fmnist-allreduce.yaml \
+  'j["spec"]["elasticPolicy"] = {"minReplicas": 2, "maxReplicas": 4}' \
+  --log-every 20 --batch-size 32 --train-limit 12000 >"$E2E_STATE/$NS.json"
+k apply -n "$NS" -f "$E2E_STATE/$NS.json"
+uid() { k get pod "$JOB-worker-$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+restarts() { k get pod "$JOB-worker-$1" -n "$NS" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+status_of() { k get tj $JOB -n "$NS" -o jsonpath="$1"; }
+world_is() { [ "$(status_of '{.status.worldSize}')" = "$1" ]; }
+logged_world() { pod_log "$JOB-worker-0" 2>/dev/null | grep -q "formed at step [0-9]*: world $1"; }
+wait_until 180 "worker-0 to pass step 100" step_at_least $JOB-worker-0 100
+wait_until 60 "status.worldSize 2" world_is 2
+u0=$(uid 0); u1=$(uid 1)
+k scale "tj/$JOB" -n "$NS" --replicas=4 >/dev/null
+log "scaled to 4 at step $(current_step $JOB-worker-0)"
+wait_until 120 "worker-0 to train in a world of 4" logged_world 4
+wait_until 60 "status.worldSize 4" world_is 4
+u2=$(uid 2)
+log "world 4, generation $(status_of '{.status.generation}'): $(event_message $JOB MembershipChanged)"
+wait_until 120 "worker-3 to train" step_at_least $JOB-worker-3 1
+k scale "tj/$JOB" -n "$NS" --replicas=3 >/dev/null
+log "scaled to 3 at step $(current_step $JOB-worker-0)"
+wait_until 120 "worker-0 to train in a world of 3" logged_world 3
+wait_until 60 "status.worldSize 3" world_is 3
+gone() { [ -z "$(uid 3)" ]; }
+wait_until 60 "worker-3's pod to go" gone
+log "world 3, generation $(status_of '{.status.generation}'): $(event_message $JOB MembershipChanged)"
+k scale "tj/$JOB" -n "$NS" --replicas=6 >/dev/null
+refused() { [ -n "$(event_message $JOB ScaleRefused)" ]; }
+wait_until 60 "a ScaleRefused event" refused
+log "scale to 6: $(event_message $JOB ScaleRefused)"
+k scale "tj/$JOB" -n "$NS" --replicas=3 >/dev/null
+wait_job $JOB 400
+[ "$(uid 0)" = "$u0" ] && [ "$(uid 1)" = "$u1" ] && [ "$(uid 2)" = "$u2" ] ||
+  fail "a worker that stayed was replaced"
+for i in 0 1 2; do [ "$(restarts $i)" = 0 ] || fail "worker-$i restarted"; done
+events=$(k get events -n "$NS" -o jsonpath='{.items[*].message}')
+if grep -q "code 129" <<<"$events"; then fail "a replica exited 129 (lost peer): $events"; fi
+[ "$(status_of '{.status.generation}')" -ge 3 ] || fail "status.generation $(status_of '{.status.generation}') < 3"
+sums=$(for i in 0 1 2; do pod_log $JOB-worker-$i | sed -n 's/.*final parameters crc32c=\([0-9a-f]*\).*/\1/p' | tail -1; done | sort -u)
+[ "$(wc -l <<<"$sums")" = 1 ] && [ -n "$sums" ] || fail "ranks ended with different parameters: $sums"
+log "workers 0-2 ended with parameters crc32c=$sums"
+assert_accuracy $JOB-worker-0
