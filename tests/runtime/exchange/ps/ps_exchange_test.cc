@@ -61,8 +61,10 @@ class Lines {
 };
 
 PsShardOptions ShardOptions(const std::string& mode, int num_workers, float momentum,
-                            const std::string& checkpoint_dir, uint64_t incarnation) {
+                            const std::string& checkpoint_dir, uint64_t incarnation,
+                            bool pipeline = false) {
   PsShardOptions o;
+  o.pipeline = pipeline;
   o.num_workers = num_workers;
   o.mode = *ExchangeMode::Parse(mode);
   o.optimizer.kind = "sgd";
@@ -89,7 +91,8 @@ std::vector<float> Gradient(int worker, int64_t step, const std::vector<float>& 
 // One worker: its exchange and its parameters, stepping on a thread of its
 // own until `steps`, following the step the exchange returns.
 struct Worker {
-  Worker(int id, const std::string& address, const std::string& mode, int64_t total_steps)
+  Worker(int id, const std::string& address, const std::string& mode, int64_t total_steps,
+         int num_params = kParams)
       : id(id) {
     PsExchangeOptions o;
     o.ps_addresses = {address};
@@ -100,8 +103,8 @@ struct Worker {
     o.peer_timeout_seconds = 60;
     o.total_steps = total_steps;
     exchange = std::make_unique<PsExchange>(o, clock, log.Logger());
-    params.assign(kParams, 0.0f);
-    for (int i = 0; i < kParams; ++i) params[i] = 1.0f + 0.01f * static_cast<float>(i);
+    params.assign(static_cast<size_t>(num_params), 0.0f);
+    for (int i = 0; i < num_params; ++i) params[i] = 1.0f + 0.01f * static_cast<float>(i % 64);
   }
   // Start, then steps until `until`; `gradient` picks what is pushed.
   void Run(int64_t until,
@@ -275,11 +278,26 @@ int64_t NumberAfter(const std::string& line, const std::string& prefix) {
 // from a round boundary, and every round aggregates exactly the workers it
 // counted: 2 before, 3 after. The newcomer starts from the shard's current
 // parameters and step, and all three end with the same parameters.
-TEST(PsExchangeElastic, AThirdWorkerJoinsASyncJobAtARoundBoundary) {
+// Plain rounds over a small range, or pipelined ones over three chunks.
+class PsExchangeElastic : public ::testing::TestWithParam<bool> {
+ protected:
+  bool pipeline() const { return GetParam(); }
+  int num_params() const { return pipeline() ? 3 * 16384 + 100 : kParams; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Rounds, PsExchangeElastic, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Pipelined" : "Plain";
+                         });
+
+TEST_P(PsExchangeElastic, AThirdWorkerJoinsASyncJobAtARoundBoundary) {
   constexpr int64_t kSteps = 30;
   Lines shard_log;
-  LoopbackShard shard(ShardOptions("sync", 2, 0.0f, "", 1), 0, /*tcp=*/true, shard_log.Logger());
-  Worker a(0, shard.address(), "sync", kSteps), b(1, shard.address(), "sync", kSteps);
+  LoopbackShard shard(ShardOptions("sync", 2, 0.0f, "", 1, pipeline()), 0, /*tcp=*/true,
+                      shard_log.Logger());
+  ASSERT_EQ(shard.shard().pipelined(), pipeline());
+  Worker a(0, shard.address(), "sync", kSteps, num_params()),
+      b(1, shard.address(), "sync", kSteps, num_params());
   constexpr int64_t kJoinAt = 15;
   // Worker 0 holds before round kJoinAt until the newcomer has started;
   // worker 1 may already have sent its gradient for that round.
@@ -287,7 +305,7 @@ TEST(PsExchangeElastic, AThirdWorkerJoinsASyncJobAtARoundBoundary) {
   a.Run(kSteps, ConstantGradient);
   b.Run(kSteps, ConstantGradient);
   ASSERT_TRUE(WaitFor([&] { return b.steps_called > kJoinAt; }));
-  Worker c(2, shard.address(), "sync", kSteps);
+  Worker c(2, shard.address(), "sync", kSteps, num_params());
   c.Run(kSteps, ConstantGradient);
   ASSERT_TRUE(WaitFor([&] { return c.started.load() || !c.status.ok(); }));
   a.release = true;
@@ -308,8 +326,8 @@ TEST(PsExchangeElastic, AThirdWorkerJoinsASyncJobAtARoundBoundary) {
   ASSERT_LE(from, kJoinAt + 1) << joined;
   // Rounds [0, from) averaged 1 and 2; rounds [from, kSteps) 1, 2 and 3.
   const double lr = 0.05;
-  for (int i = 0; i < kParams; ++i) {
-    const double start = 1.0 + 0.01 * i;
+  for (int i = 0; i < num_params(); i += pipeline() ? 997 : 1) {
+    const double start = 1.0 + 0.01 * (i % 64);
     const double want =
         start - lr * (1.5 * static_cast<double>(from) + 2.0 * static_cast<double>(kSteps - from));
     EXPECT_NEAR(a.params[i], want, 1e-4) << "parameter " << i << "; " << joined;
@@ -321,13 +339,15 @@ TEST(PsExchangeElastic, AThirdWorkerJoinsASyncJobAtARoundBoundary) {
 // A worker that leaves gracefully (Leave, as on SIGTERM) is not waited for:
 // its rounds so far counted three, every later one two, and the others
 // finish; the shard's job ends when they do.
-TEST(PsExchangeElastic, AWorkerLeavingIsNotWaitedFor) {
+TEST_P(PsExchangeElastic, AWorkerLeavingIsNotWaitedFor) {
   constexpr int64_t kSteps = 30;
   constexpr int64_t kLeaveAt = 10;
   Lines shard_log;
-  LoopbackShard shard(ShardOptions("sync", 3, 0.0f, "", 1), 0, /*tcp=*/true, shard_log.Logger());
-  Worker a(0, shard.address(), "sync", kSteps), b(1, shard.address(), "sync", kSteps),
-      c(2, shard.address(), "sync", kSteps);
+  LoopbackShard shard(ShardOptions("sync", 3, 0.0f, "", 1, pipeline()), 0, /*tcp=*/true,
+                      shard_log.Logger());
+  Worker a(0, shard.address(), "sync", kSteps, num_params()),
+      b(1, shard.address(), "sync", kSteps, num_params()),
+      c(2, shard.address(), "sync", kSteps, num_params());
   c.leave_at_end = true;
   a.Run(kSteps, ConstantGradient);
   b.Run(kSteps, ConstantGradient);
@@ -351,8 +371,8 @@ TEST(PsExchangeElastic, AWorkerLeavingIsNotWaitedFor) {
   EXPECT_EQ(shard.shard().Status().workers_counted(), 0);  // all finished or left
   EXPECT_THAT(shard_log.Joined(), HasSubstr("worker-2 left at step 10: scaled down (test)"));
   const double lr = 0.05;
-  for (int i = 0; i < kParams; ++i) {
-    const double start = 1.0 + 0.01 * i;
+  for (int i = 0; i < num_params(); i += pipeline() ? 997 : 1) {
+    const double start = 1.0 + 0.01 * (i % 64);
     const double want = start - lr * (2.0 * kLeaveAt + 1.5 * (kSteps - kLeaveAt));
     EXPECT_NEAR(a.params[i], want, 1e-4) << "parameter " << i;
   }
