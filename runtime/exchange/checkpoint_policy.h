@@ -63,6 +63,7 @@ struct CheckpointContents {
   std::span<const float> params;
   std::vector<std::pair<std::string, std::span<const float>>> states;  // named optimizer state
   std::vector<int64_t> worker_clocks;                                  // PS shards
+  std::vector<int> left_workers;  // PS shards: workers that left the job
 };
 
 class CheckpointPolicy {

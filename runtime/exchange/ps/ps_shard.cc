@@ -97,6 +97,17 @@ absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
   for (int i = 0; i < h.worker_clocks_size() && i < static_cast<int>(workers_.size()); ++i) {
     workers_[i].clock = h.worker_clocks(i);
   }
+  // Workers of the cluster spec that had left stay gone: rounds do not wait
+  // for them until they join again. (Workers beyond the spec join again
+  // when they re-register.)
+  for (int worker : h.left_workers()) {
+    if (worker < 0 || worker >= static_cast<int>(workers_.size()) || workers_[worker].left) {
+      continue;
+    }
+    workers_[worker].left = true;
+    ++left_count_;
+    policy_->WorkerDone(params_, worker);
+  }
   restored_step_ = params_.global_step();
   checkpoints_.Restart(params_.global_step());
   log_(absl::StrCat("restored ", ckpt->path, " at global step ", params_.global_step()));
@@ -579,8 +590,9 @@ absl::Status PsShard::FillCheckpointLocked(exchange::CheckpointContents& c) {
   c.optimizer_steps = params_.optimizer().steps();
   c.params = params_.values();
   for (auto& [name, buf] : params_.optimizer().State()) c.states.emplace_back(name, buf);
-  for (const Worker& w : workers_) {
-    c.worker_clocks.push_back(rule_->ReportedClock(w.clock, params_.global_step()));
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    c.worker_clocks.push_back(rule_->ReportedClock(workers_[i].clock, params_.global_step()));
+    if (workers_[i].left) c.left_workers.push_back(static_cast<int>(i));
   }
   return absl::OkStatus();
 }

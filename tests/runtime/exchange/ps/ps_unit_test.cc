@@ -428,6 +428,29 @@ TEST(PsShard, SyncWorkersJoinAndLeaveAtRoundBoundaries) {
   EXPECT_THAT(Msg(f.shard->Register(1024, 32, "").status()), HasSubstr("unknown worker id 1024"));
 }
 
+// A shard's checkpoint keeps who had left: restarted from it, the shard
+// does not wait for that worker again.
+TEST(PsShard, ACheckpointKeepsWhoLeft) {
+  TempDir dir;
+  {
+    ShardFixture f("sync", 3, 0, dir.path());
+    ASSERT_TRUE(f.Init(10).ok());
+    f.shard->Leave(2, "scaled down");
+    ASSERT_TRUE(f.Push(0, 0, 1.0f)->accepted);
+    ASSERT_TRUE(f.Push(1, 0, 3.0f)->accepted);
+    ASSERT_EQ(f.shard->global_step(), 1);
+    ASSERT_TRUE(f.shard->WriteCheckpointNow().ok());
+  }
+  ShardFixture g("sync", 3, 0, dir.path());
+  ASSERT_TRUE(g.shard->RestoreFromCheckpoint().ok());
+  EXPECT_EQ(g.shard->Status().workers_left(), 1);
+  EXPECT_EQ(g.shard->Status().workers_counted(), 2);
+  ASSERT_TRUE(g.Push(0, 1, 1.0f)->accepted);
+  ASSERT_TRUE(g.Push(1, 1, 3.0f)->accepted);
+  EXPECT_EQ(g.shard->global_step(), 2);  // not waiting for worker 2
+  EXPECT_FLOAT_EQ(g.Param(), 6.0f);      // 10 - 2 - 2
+}
+
 // async/ssp: a worker that joins starts level with the slowest member, so
 // the ssp bound holds no one back for it.
 TEST(PsShard, AnSspWorkerJoiningStartsAtTheSlowestMembersClock) {
