@@ -93,8 +93,8 @@ grpc::Status GrpcShardServer::Register(grpc::ServerContext* ctx, const v1::Regis
                                        v1::RegisterResponse* resp) {
   if (grpc::Status s = AdmitWriter(*ctx, "register"); !s.ok()) return s;
   PsShard& shard = session_.shard();
-  absl::StatusOr<RegisterInfo> info =
-      shard.Register(req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name());
+  absl::StatusOr<RegisterInfo> info = shard.Register(
+      req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name(), req->clock());
   if (!info.ok()) return ToGrpc(info.status());
   const PsShardOptions& o = shard.options();
   resp->set_incarnation(o.incarnation);

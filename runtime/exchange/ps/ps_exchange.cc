@@ -77,6 +77,7 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
   req.set_worker(opt_.worker);
   req.set_num_params(static_cast<uint64_t>(num_params_));
   req.set_worker_name(opt_.worker_name);
+  req.set_clock(clock);
   // Each attempt waits for the channel a bounded time, well inside the peer
   // timeout, so the caller's backoff and timeout stay in charge.
   const auto attempt = std::chrono::milliseconds(
@@ -105,7 +106,9 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
     // first and ignores the rest). Its optimizer state is lost.
     v1::PushHeader h;
     h.set_worker(opt_.worker);
-    h.set_step(clock);
+    // The shard's global step: sync, this worker's clock; async/ssp, the
+    // shard's last step this worker saw (every worker's updates).
+    h.set_step(opt_.mode.kind == ExchangeMode::kSync ? clock : std::max(clock, s.global_step));
     h.set_incarnation(r->incarnation());
     h.set_total_steps(opt_.total_steps);
     absl::StatusOr<v1::PushResponse> init = s.client->Initialize(

@@ -141,7 +141,7 @@ bool PsShard::MemberLocked(int worker) const {
 }
 
 absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
-                                               const std::string& name) {
+                                               const std::string& name, int64_t clock) {
   absl::MutexLock lock(&mu_);
   if (!aborted_.ok()) return aborted_;
   const int max_workers = std::max(opt_.max_workers, opt_.num_workers);
@@ -172,6 +172,11 @@ absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
   }
   w.registered = true;
   TouchLocked(worker);
+  if (!rule_->lockstep() && restored_step_ < 0 && clock > w.clock) {
+    // async/ssp, no checkpoint behind this incarnation (it came back empty
+    // and a worker re-initialised it): the worker's own clock stands.
+    w.clock = clock;
+  }
   if (joining) {
     if (w.left) {
       w.left = false;

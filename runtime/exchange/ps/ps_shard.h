@@ -127,7 +127,11 @@ class PsShard {
   // This shard's range; empty until the first registration or restore.
   Range range() const;
 
-  absl::StatusOr<RegisterInfo> Register(int worker, int64_t num_params, const std::string& name);
+  // `clock`: the worker's own clock (RegisterRequest.clock). In async/ssp a
+  // shard that has no checkpoint behind it (fresh, or restarted empty and
+  // re-initialised) takes it when it is ahead of the shard's record.
+  absl::StatusOr<RegisterInfo> Register(int worker, int64_t num_params, const std::string& name,
+                                        int64_t clock = 0);
 
   // Buffer (this shard's range) into which a push or initialize from
   // `worker` is decoded before it is committed. Fails for unknown workers

@@ -255,6 +255,42 @@ TEST(PsExchangeShardRestart, EmptyItIsReinitialisedFromTheWorkersParameters) {
   }
 }
 
+// Async: a shard that comes back empty is re-initialised from a worker's
+// last pull, and each worker continues at its own clock (the shard lost
+// them): no worker starts over, both finish.
+TEST(PsExchangeShardRestart, AsyncWorkersContinueAtTheirOwnClocks) {
+  constexpr int64_t kSteps = 24;
+  constexpr int64_t kKillAt = 10;
+  Lines shard_log;
+  auto shard = std::make_unique<LoopbackShard>(ShardOptions("async", 2, 0.0f, "", 1), 0,
+                                               /*tcp=*/true, shard_log.Logger());
+  const int port = shard->port();
+  Worker a(0, shard->address(), "async", kSteps), b(1, shard->address(), "async", kSteps);
+  // Async workers do not wait for each other: both hold, at different
+  // clocks, while the shard dies and comes back.
+  a.hold_at = kKillAt;
+  b.hold_at = kKillAt + 2;
+  a.Run(kSteps);
+  b.Run(kSteps);
+  ASSERT_TRUE(WaitFor([&] { return a.step == kKillAt && b.step == kKillAt + 2; }));
+  shard.reset();
+  shard = std::make_unique<LoopbackShard>(ShardOptions("async", 2, 0.0f, "", 2), port,
+                                          /*tcp=*/true, shard_log.Logger());
+  a.release = true;
+  b.release = true;
+  a.Join();
+  b.Join();
+  ASSERT_TRUE(a.status.ok()) << a.status << "\n" << a.log.Joined();
+  ASSERT_TRUE(b.status.ok()) << b.status << "\n" << b.log.Joined();
+  // Each pushed its kSteps gradients once, give or take the one in flight.
+  EXPECT_LE(a.steps_taken.load(), kSteps + 1) << a.log.Joined();
+  EXPECT_LE(b.steps_taken.load(), kSteps + 1) << b.log.Joined();
+  const v1::StatusResponse st = shard->shard().Status();
+  EXPECT_EQ(st.worker_clocks(0), kSteps) << a.log.Joined() << shard_log.Joined();
+  EXPECT_EQ(st.worker_clocks(1), kSteps) << b.log.Joined();
+  EXPECT_THAT(a.log.Joined() + b.log.Joined(), HasSubstr("ps-0 restarted: re-initialised from"));
+}
+
 // The parameter value after a run where every worker pushes a constant
 // gradient (worker w: w + 1): each sync round subtracts lr * the mean of the
 // counted workers' constants, so the value tells how many rounds each count
