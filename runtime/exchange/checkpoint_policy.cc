@@ -66,6 +66,7 @@ absl::StatusOr<std::string> CheckpointPolicy::Write(int64_t step, Fill fill) {
   h.set_optimizer_steps(c.optimizer_steps);
   for (int64_t clock : c.worker_clocks) h.add_worker_clocks(clock);
   if (c.data_position) SetDataPosition(*c.data_position, h);
+  for (int worker : c.left_workers) h.add_left_workers(worker);
   view.params = c.params;
   for (const auto& [name, values] : c.states) {
     h.add_state_names(name);

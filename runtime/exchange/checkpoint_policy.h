@@ -68,6 +68,7 @@ struct CheckpointContents {
   // it; unset (the default) writes a header without one, which a reader
   // derives from the global step (checkpoint.h, DataPositionOf).
   std::optional<DataPosition> data_position;
+  std::vector<int> left_workers;  // PS shards: workers that left the job
 };
 
 class CheckpointPolicy {

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -360,6 +362,50 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   return kExitSuccess;
 }
 
+// While alive, a thread that answers SIGTERM/SIGINT (a deleted pod, a
+// scale-down, Ctrl-C) by calling `leave` with who leaves and why, then exits
+// 128+signal, as the allreduce path's watcher does.
+class LeaveOnStopSignal {
+ public:
+  static absl::StatusOr<std::unique_ptr<LeaveOnStopSignal>> Start(
+      const std::string& name, std::function<void(const std::string&)> leave, std::ostream& err) {
+    absl::StatusOr<std::unique_ptr<launcher::SignalWatcher>> signals =
+        launcher::SignalWatcher::Install(/*interrupts=*/true);
+    if (!signals.ok()) return signals.status();
+    return std::unique_ptr<LeaveOnStopSignal>(
+        new LeaveOnStopSignal(name, std::move(leave), err, *std::move(signals)));
+  }
+  ~LeaveOnStopSignal() {
+    finished_ = true;
+    watcher_.join();
+  }
+
+ private:
+  LeaveOnStopSignal(const std::string& name, std::function<void(const std::string&)> leave,
+                    std::ostream& err, std::unique_ptr<launcher::SignalWatcher> signals)
+      : signals_(std::move(signals)) {
+    watcher_ = std::thread([this, name, leave = std::move(leave), &err] {
+      while (!finished_) {
+        pollfd p{signals_->fd(), POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0) continue;
+        for (int sig : signals_->Drain()) {
+          if (sig != SIGTERM && sig != SIGINT) continue;
+          const std::string why =
+              absl::StrCat(name, " stopped by signal ", sig, " (", strsignal(sig), ")");
+          leave(why);
+          err << "kubetrain: " << why << "; exiting" << std::endl;
+          std::cout.flush();
+          std::_Exit(ExitForSignal(sig));
+        }
+      }
+    });
+  }
+
+  std::unique_ptr<launcher::SignalWatcher> signals_;
+  std::atomic<bool> finished_{false};
+  std::thread watcher_;
+};
+
 int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
                 v1::WireDType dtype, ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
                 std::ostream& err, const Clock& clock) {
@@ -399,6 +445,11 @@ int RunPsWorker(const TrainCommandOptions& o, const Role& role, const ps::Exchan
                              " shard=", role.worker_id, "/", role.num_workers, " train=",
                              train.size(), " ps=", role.ps.size(), " mode=", mode.ToString()));
   ps::PsExchange exchange(eo, clock, [&progress](const std::string& m) { progress.Info(m); });
+  // SIGTERM/SIGINT: tell every shard this worker leaves (sync rounds stop
+  // waiting for it), then exit 128+signal.
+  absl::StatusOr<std::unique_ptr<LeaveOnStopSignal>> leave_on_signal = LeaveOnStopSignal::Start(
+      role.name, [&exchange](const std::string& why) { exchange.Leave(why); }, err);
+  if (!leave_on_signal.ok()) return fail(leave_on_signal.status());
   optim::LrScheduleOptions lr = o.lr;
   lr.total_steps = std::max<int64_t>(eo.total_steps, 1);
   absl::StatusOr<optim::LrSchedule> schedule = optim::LrSchedule::Create(lr);

@@ -1,10 +1,12 @@
 // Parameter-server training with real processes on loopback: accuracy
 // against single-process training, bit-for-bit equality of 1 and 2 shards,
-// async and ssp accuracy and the ssp bound, and the PS exiting on its own.
+// async and ssp accuracy and the ssp bound, the PS exiting on its own, and
+// elastic workers: one leaving on SIGTERM, one joining a running job.
 #include <signal.h>
 
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -246,6 +248,73 @@ TEST(PsFaults, TheJobTokenIsRequiredWhenSet) {
 
 namespace kubetrain {
 namespace {
+
+// Elastic workers with real processes (issue 29). A worker told to stop
+// (SIGTERM, a scale-down) leaves: the PS stops waiting for it, the others
+// finish and the PS exits 0 on its own instead of timing the worker out.
+TEST_F(PsTraining, AWorkerStoppedBySigtermLeavesAndTheOthersFinish) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 3);
+  const std::vector<std::string> args = {"--train-limit", "16000", "--epochs",       "8",
+                                         "--batch-size",  "32",    "--threads",      "1",
+                                         "--log-every",   "10",    "--peer-timeout", "60"};
+  job.StartAll(args);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 2, [](const std::string& o) { return LastValue(o, "progress step") >= 50; },
+      std::chrono::seconds(120)))
+      << job.Output("worker", 2);
+  job.Kill("worker", 2, SIGTERM);
+  EXPECT_EQ(job.Wait("worker", 2, std::chrono::seconds(30)), 128 + SIGTERM)
+      << job.Output("worker", 2);
+  EXPECT_THAT(job.Output("worker", 2), ::testing::HasSubstr("worker-2 stopped by signal 15"));
+  ASSERT_TRUE(job.WaitAll(kJobTimeout)) << job.Output("ps", 0);
+  EXPECT_EQ(job.ExitCode("ps", 0), 0) << job.Output("ps", 0);
+  EXPECT_EQ(job.ExitCode("worker", 0), 0) << job.Output("worker", 0);
+  EXPECT_EQ(job.ExitCode("worker", 1), 0) << job.Output("worker", 1);
+  EXPECT_THAT(job.Output("ps", 0),
+              ::testing::ContainsRegex("worker-2 left at step [0-9]+: worker-2 stopped by signal "
+                                       "15 .*; rounds now count 2 workers"));
+}
+
+// A worker the PS's cluster spec did not list joins a running sync job
+// (its own TF_CONFIG lists three workers): the PS counts it from a round
+// boundary, it starts at the job's step, and everyone finishes.
+TEST_F(PsTraining, AWorkerJoiningARunningJobIsCountedAndEveryoneFinishes) {
+  LocalReplicas job(KUBETRAIN_BIN, 1, 2);
+  const std::vector<std::string> args = {"--train-limit", "16000", "--epochs",       "8",
+                                         "--batch-size",  "32",    "--threads",      "1",
+                                         "--log-every",   "10",    "--peer-timeout", "60"};
+  job.StartAll(args);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 0, [](const std::string& o) { return LastValue(o, "progress step") >= 50; },
+      std::chrono::seconds(120)))
+      << job.Output("worker", 0);
+  // The newcomer's TF_CONFIG: the same PS, three workers, it the third.
+  const std::string tf_config = job.TfConfig("worker", 1);
+  const size_t workers_end = tf_config.find("]", tf_config.find("\"worker\":["));
+  ASSERT_NE(workers_end, std::string::npos) << tf_config;
+  std::string joiner_config =
+      tf_config.substr(0, workers_end) + ",\"127.0.0.1:1\"" + tf_config.substr(workers_end);
+  const size_t index = joiner_config.find("\"index\":1");
+  ASSERT_NE(index, std::string::npos) << joiner_config;
+  joiner_config.replace(index, 9, "\"index\":2");
+  std::vector<std::string> argv = {KUBETRAIN_BIN, "train"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing_util::RunningProcess joiner(argv, {"TF_CONFIG=" + joiner_config});
+  ASSERT_EQ(joiner.Wait(kJobTimeout), 0) << joiner.Output();
+  ASSERT_TRUE(job.WaitAll(kJobTimeout)) << job.Output("ps", 0);
+  EXPECT_EQ(job.ExitCode("ps", 0), 0) << job.Output("ps", 0);
+  EXPECT_EQ(job.ExitCode("worker", 0), 0) << job.Output("worker", 0);
+  EXPECT_EQ(job.ExitCode("worker", 1), 0) << job.Output("worker", 1);
+  EXPECT_THAT(job.Output("ps", 0),
+              ::testing::ContainsRegex("worker-2 joined at step [0-9]+; counted from step "
+                                       "[0-9]+ \\(this round counts [23] workers\\)"));
+  // It started at the job's step, not at 0: its first progress line is
+  // beyond the step it joined at.
+  std::smatch first;
+  const std::string out = joiner.Output();
+  ASSERT_TRUE(std::regex_search(out, first, std::regex("progress step=([0-9]+)"))) << out;
+  EXPECT_GT(std::stoll(first[1]), 50) << out;
+}
 
 TEST(PsRoles, TheEvaluatorReportsAsTrainingProgressesAndStopsAtTheEnd) {
   if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {

@@ -93,8 +93,8 @@ grpc::Status GrpcShardServer::Register(grpc::ServerContext* ctx, const v1::Regis
                                        v1::RegisterResponse* resp) {
   if (grpc::Status s = AdmitWriter(*ctx, "register"); !s.ok()) return s;
   PsShard& shard = session_.shard();
-  absl::StatusOr<RegisterInfo> info =
-      shard.Register(req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name());
+  absl::StatusOr<RegisterInfo> info = shard.Register(
+      req->worker(), static_cast<int64_t>(req->num_params()), req->worker_name(), req->clock());
   if (!info.ok()) return ToGrpc(info.status());
   const PsShardOptions& o = shard.options();
   resp->set_incarnation(o.incarnation);
@@ -110,6 +110,9 @@ grpc::Status GrpcShardServer::Register(grpc::ServerContext* ctx, const v1::Regis
   resp->set_data_port(static_cast<uint32_t>(data_port));
   resp->set_data_plane_fp16(data_port != 0 && data_plane_fp16_);
   resp->set_data_plane_pipeline(data_port != 0 && shard.pipelined());
+  resp->set_restored_from_checkpoint(info->restored_from_checkpoint);
+  resp->set_initialized_by(info->initialized_by);
+  resp->set_workers_counted(info->workers_counted);
   return grpc::Status::OK;
 }
 
@@ -296,7 +299,8 @@ grpc::Status GrpcShardServer::PushPull(
 grpc::Status GrpcShardServer::Done(grpc::ServerContext* ctx, const v1::DoneRequest* req,
                                    v1::DoneResponse* resp) {
   if (grpc::Status s = AdmitReader(*ctx); !s.ok()) return s;
-  resp->set_job_finished(session_.shard().Done(req->worker()));
+  resp->set_job_finished(req->leaving() ? session_.shard().Leave(req->worker(), req->reason())
+                                        : session_.shard().Done(req->worker()));
   return grpc::Status::OK;
 }
 

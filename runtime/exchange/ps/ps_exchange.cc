@@ -24,6 +24,9 @@ class Backoff {
   int delay_ms_ = 100;
 };
 
+// While a shard is lost, how often the worker says it still waits.
+constexpr double kWaitingLogSeconds = 10;
+
 }  // namespace
 
 PsExchange::PsExchange(PsExchangeOptions options, const Clock& clock, Logger log)
@@ -74,6 +77,7 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
   req.set_worker(opt_.worker);
   req.set_num_params(static_cast<uint64_t>(num_params_));
   req.set_worker_name(opt_.worker_name);
+  req.set_clock(clock);
   // Each attempt waits for the channel a bounded time, well inside the peer
   // timeout, so the caller's backoff and timeout stay in charge.
   const auto attempt = std::chrono::milliseconds(
@@ -94,22 +98,42 @@ absl::Status PsExchange::RegisterShard(Shard& s, std::span<float> params, int64_
                      " but this worker knows ", shards_.size(), " parameter servers"));
   }
   s.range = want;
-  for (const std::unique_ptr<StepTransport>& t : s.transports) t->Offer(*r);
-  s.global_step = r->global_step();
-  s.resume_clock = r->worker_clock();
-  if (!r->initialized() && opt_.initializer) {
+  const bool restarted = s.last_incarnation != 0 && s.last_incarnation != r->incarnation();
+  if (!r->initialized() && (opt_.initializer || started_)) {
+    // Empty: at the job's start the initialiser gives the first parameters;
+    // a shard that restarted without a checkpoint gets the values this
+    // worker last pulled for it (every worker may: the shard keeps the
+    // first and ignores the rest). Its optimizer state is lost.
     v1::PushHeader h;
     h.set_worker(opt_.worker);
-    h.set_step(clock);
+    // The shard's global step: sync, this worker's clock; async/ssp, the
+    // shard's last step this worker saw (every worker's updates).
+    h.set_step(opt_.mode.kind == ExchangeMode::kSync ? clock : std::max(clock, s.global_step));
     h.set_incarnation(r->incarnation());
     h.set_total_steps(opt_.total_steps);
     absl::StatusOr<v1::PushResponse> init = s.client->Initialize(
         h, params.subspan(static_cast<size_t>(want.offset), static_cast<size_t>(want.length)),
         want.offset, opt_.wire_dtype);
     if (!init.ok()) return init.status();
-    s.resume_clock = clock;
-    Log(absl::StrCat("initialised ", s.client->name(), " (", want.length, " parameters at step ",
-                     clock, ")"));
+    if (init->accepted() && !restarted) {
+      Log(absl::StrCat("initialised ", s.client->name(), " (", want.length, " parameters at step ",
+                       clock, ")"));
+    }
+    // Whoever won, the step the shard starts at is the winner's: ask again.
+    r = s.client->Register(req, attempt);
+    if (!r.ok()) return r.status();
+  }
+  for (const std::unique_ptr<StepTransport>& t : s.transports) t->Offer(*r);
+  s.global_step = r->global_step();
+  s.resume_clock = r->worker_clock();
+  if (restarted) {
+    Log(absl::StrCat(
+        s.client->name(), " restarted: ",
+        !r->initialized() ? "came back empty; waiting for a worker to re-initialise it"
+        : r->restored_from_checkpoint()
+            ? absl::StrCat("resumed from its checkpoint at step ", r->global_step())
+            : absl::StrCat("re-initialised from ", r->initialized_by(), "'s parameters at step ",
+                           r->global_step(), " (its optimizer state is lost)")));
   }
   s.incarnation = r->incarnation();
   if (s.last_incarnation != 0 && s.last_incarnation != s.incarnation && opt_.metrics != nullptr) {
@@ -141,12 +165,19 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
   Backoff backoff;
   int64_t resume = clock;  // the clock this step is for
   bool skip_push = !push;
+  double waiting_logged = -1;    // when "waiting for ... to come back" was last logged
+  bool restarted_shard = false;  // the last failure said the shard restarted
   while (true) {
     absl::Status st;
     if (s.incarnation == 0) {
       const uint64_t before = s.last_incarnation;
       st = RegisterShard(s, params, clock);
-      if (st.ok() && push && s.resume_clock != clock) {
+      if (st.ok() && !push) {
+        // Start: continue where the shard says this worker is (sync: its
+        // global step; async/ssp: this worker's clock there, or the
+        // slowest member's for a worker that joins).
+        resume = s.resume_clock;
+      } else if (st.ok() && push && s.resume_clock != clock) {
         // The shard moved (restarted from a checkpoint): continue from its
         // clock instead of pushing a gradient for a step it does not expect.
         Log(absl::StrCat(s.client->name(), " is back at step ", s.resume_clock,
@@ -235,6 +266,11 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       }
     }
     const StepError error = StepErrorOf(st);
+    if (leaving_.load()) {
+      // This worker leaves: no waiting for a shard to come back.
+      return absl::Status(st.code(), absl::StrCat(s.client->name(), " (", s.client->address(),
+                                                  "), while leaving: ", st.message()));
+    }
     if (error == StepError::kShardRestarted) {
       Log(absl::StrCat(s.client->name(), ": ", st.message()));
       s.incarnation = 0;
@@ -242,6 +278,7 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
     }
     if (error == StepError::kUninitialised) {
       s.incarnation = 0;  // the shard lost its parameters; register to re-initialise
+      restarted_shard = true;
     } else if (error == StepError::kRefused) {
       return absl::Status(st.code(), absl::StrCat(s.client->name(), " (", s.client->address(),
                                                   "): ", st.message()));
@@ -252,6 +289,15 @@ absl::StatusOr<int64_t> PsExchange::ShardStep(Shard& s, int64_t clock, std::span
       lost_guard.Set();
       Log(absl::StrCat("lost ", s.client->name(), " (", s.client->address(), "): ", st.message(),
                        "; reconnecting"));
+    }
+    if (waiting_logged < 0) {
+      waiting_logged = now;
+    } else if (now - waiting_logged >= kWaitingLogSeconds) {
+      waiting_logged = now;
+      Log(absl::StrCat("waiting for ", s.client->name(), " to come back (",
+                       restarted_shard ? "restarted shard" : "unreachable", ", ",
+                       static_cast<int64_t>(now - lost_since), "s of --peer-timeout ",
+                       opt_.peer_timeout_seconds, "s): ", st.message()));
     }
     if (now - lost_since > opt_.peer_timeout_seconds) {
       return absl::UnavailableError(absl::StrCat("lost parameter server ", s.client->name(), " (",
@@ -284,10 +330,25 @@ absl::StatusOr<int64_t> PsExchange::ForAllShards(
 absl::StatusOr<int64_t> PsExchange::Start(std::span<float> params) {
   if (shards_.empty()) return absl::InvalidArgumentError("no parameter servers given");
   num_params_ = static_cast<int64_t>(params.size());
-  return ForAllShards([&](Shard& s) -> absl::StatusOr<int64_t> {
+  absl::StatusOr<int64_t> next = ForAllShards([&](Shard& s) -> absl::StatusOr<int64_t> {
     // Register, initialise if needed, then fetch the current parameters.
     return ShardStep(s, 0, {}, params, /*push=*/false);
   });
+  if (next.ok()) started_ = true;
+  return next;
+}
+
+void PsExchange::Leave(const std::string& reason) {
+  leaving_.store(true);
+  for (Shard& s : shards_) {
+    absl::StatusOr<v1::DoneResponse> r =
+        s.client->Leave(opt_.worker, reason, std::chrono::seconds(5));
+    if (!r.ok()) {
+      Log(absl::StrCat("could not tell ", s.client->name(),
+                       " this worker leaves: ", r.status().message()));
+    }
+  }
+  Log(absl::StrCat(opt_.worker_name, " left the job: ", reason));
 }
 
 absl::StatusOr<int64_t> PsExchange::Step(int64_t step, std::span<const float> grads,

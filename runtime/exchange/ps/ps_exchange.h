@@ -9,13 +9,26 @@
 // after a committed push) are ShardClient calls.
 //
 // Faults: an unreachable shard is retried with backoff (reconnects within
-// ~1 s of it coming back); a shard that restarted (new incarnation) is
-// re-registered and the worker resumes at the step the shard restored,
-// re-initialising it first when it came back empty and this worker is the
-// initialiser. A shard unreachable for longer than `peer_timeout_seconds`
-// ends the step with Unavailable naming it; a shard that gave up on a lost
-// peer ends it with Aborted. Not thread-safe: one trainer thread. The
-// logger is called from the shards' threads, one line at a time.
+// ~1 s of it coming back; "waiting for ps-1 to come back" logged every
+// 10 s); a shard that restarted (new incarnation) is re-registered and the
+// worker resumes at the step the shard restored ("ps-1 restarted: resumed
+// from its checkpoint at step N"). A shard that came back empty is
+// re-initialised from the parameters the workers hold for it (their last
+// pull): by the initialiser at the job's start, afterwards by whichever
+// worker registers first (the shard takes the first Initialize and
+// ignores the rest; every worker then continues from the step the winner
+// gave, "re-initialised from worker-0's parameters at step N"). A shard
+// unreachable for longer than `peer_timeout_seconds` ends the step with
+// Unavailable naming it; a shard that gave up on a lost peer ends it with
+// Aborted.
+//
+// Elastic workers: a worker whose id the shards' cluster spec did not list
+// joins by registering (Start) and continues from the shards' step; Leave
+// tells every shard this worker leaves, so sync rounds stop waiting for it.
+//
+// Not thread-safe: one trainer thread, except Leave (any thread, e.g. a
+// signal watcher). The logger is called from the shards' threads, one line
+// at a time.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_EXCHANGE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_EXCHANGE_H_
 
@@ -68,6 +81,12 @@ class PsExchange final : public exchange::Exchange {
   absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
                                std::span<float> params) override;
   absl::Status Finish() override;
+  // This worker leaves the running job (SIGTERM, scale-down): tells every
+  // shard (DoneRequest.leaving, `reason` in their logs; each call bounded
+  // by a few seconds), and from then on a failed step returns its error at
+  // once instead of waiting for a shard to come back. Safe from any thread
+  // while the trainer's thread is in Step.
+  void Leave(const std::string& reason);
 
   // The last global step any shard reported.
   int64_t global_step() const { return global_step_; }
@@ -112,6 +131,10 @@ class PsExchange final : public exchange::Exchange {
   int64_t num_params_ = 0;
   int64_t global_step_ = 0;
   std::atomic<int> lost_shards_{0};  // shards being reconnected to, for the metrics
+  // Start has pulled every shard's parameters: this worker holds values it
+  // can re-initialise a shard that came back empty with. Trainer thread.
+  bool started_ = false;
+  std::atomic<bool> leaving_{false};  // Leave was called (any thread)
 };
 
 }  // namespace kubetrain::ps

@@ -97,6 +97,17 @@ absl::StatusOr<int64_t> PsShard::RestoreFromCheckpoint() {
   for (int i = 0; i < h.worker_clocks_size() && i < static_cast<int>(workers_.size()); ++i) {
     workers_[i].clock = h.worker_clocks(i);
   }
+  // Workers of the cluster spec that had left stay gone: rounds do not wait
+  // for them until they join again. (Workers beyond the spec join again
+  // when they re-register.)
+  for (int worker : h.left_workers()) {
+    if (worker < 0 || worker >= static_cast<int>(workers_.size()) || workers_[worker].left) {
+      continue;
+    }
+    workers_[worker].left = true;
+    ++left_count_;
+    policy_->WorkerDone(params_, worker);
+  }
   restored_step_ = params_.global_step();
   checkpoints_.Restart(params_.global_step());
   log_(absl::StrCat("restored ", ckpt->path, " at global step ", params_.global_step()));
@@ -119,24 +130,89 @@ absl::Status PsShard::CheckWorker(int worker) const {
 
 void PsShard::TouchLocked(int worker) { workers_[worker].last_seen = clock_.NowSeconds(); }
 
-absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
-                                               const std::string& name) {
+bool PsShard::KnownWorker(int worker) const {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+  return worker >= 0 && worker < static_cast<int>(workers_.size());
+}
+
+bool PsShard::MemberLocked(int worker) const {
+  const Worker& w = workers_[worker];
+  return !w.left && (worker < opt_.num_workers || w.registered);
+}
+
+absl::StatusOr<RegisterInfo> PsShard::Register(int worker, int64_t num_params,
+                                               const std::string& name, int64_t clock) {
+  absl::MutexLock lock(&mu_);
+  if (!aborted_.ok()) return aborted_;
+  const int max_workers = std::max(opt_.max_workers, opt_.num_workers);
+  if (worker < 0 || worker >= max_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown worker id ", worker, " (this job takes worker ids below ", max_workers, ")"));
+  }
+  if (worker >= static_cast<int>(workers_.size())) {
+    // A worker beyond the cluster spec's joins the running job. The slots
+    // keep their buffers as the vector grows (AlignedBuffer moves them).
+    const size_t old = workers_.size();
+    workers_.resize(static_cast<size_t>(worker) + 1);
+    for (size_t i = old; i < workers_.size(); ++i) workers_[i].name = absl::StrCat("worker ", i);
+  }
   if (absl::Status s = EnsureLayoutLocked(num_params); !s.ok()) return s;
   Worker& w = workers_[worker];
+  if (w.slot.size() != static_cast<size_t>(range_.length)) {
+    w.slot = AlignedBuffer(static_cast<size_t>(range_.length));
+  }
   if (!name.empty()) w.name = name;
-  if (w.registered) {
+  // A new member: an id the cluster spec did not list registering for the
+  // first time (in this incarnation), or a worker that left coming back. A
+  // member registering again (restarted) keeps its place.
+  const bool joining = w.left || (worker >= opt_.num_workers && !w.registered);
+  if (w.registered && !joining) {
     log_(absl::StrCat(w.name, " re-registered at clock ", w.clock));
     if (metrics_ != nullptr) metrics_->AddPeerRestart(metrics::PeerRole::kWorker);
   }
   w.registered = true;
   TouchLocked(worker);
+  if (!rule_->lockstep() && restored_step_ < 0 && clock > w.clock) {
+    // async/ssp, no checkpoint behind this incarnation (it came back empty
+    // and a worker re-initialised it): the worker's own clock stands.
+    w.clock = clock;
+  }
+  if (joining) {
+    if (w.left) {
+      w.left = false;
+      --left_count_;
+    }
+    if (!rule_->lockstep()) {
+      // async/ssp: it starts level with the slowest member, so it holds no
+      // one back under the ssp bound.
+      int64_t slowest = INT64_MAX;
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        if (static_cast<int>(i) == worker || workers_[i].done ||
+            !MemberLocked(static_cast<int>(i))) {
+          continue;
+        }
+        slowest = std::min(slowest, workers_[i].clock);
+      }
+      if (slowest != INT64_MAX) w.clock = slowest;
+    }
+    const int64_t before = params_.global_step();
+    AfterUpdateLocked(before, policy_->Join(params_, worker));
+    const int counted = policy_->CountedWorkers();
+    log_(absl::StrCat(w.name, " joined at step ", params_.global_step(),
+                      counted < 0
+                          ? absl::StrCat(" at clock ", w.clock)
+                          : absl::StrCat("; counted from step ",
+                                         params_.global_step() + (policy_->Counts(worker) ? 0 : 1),
+                                         " (this round counts ", counted, " workers)")));
+  }
   RegisterInfo info;
   info.range = range_;
   info.initialized = params_.started();
   info.global_step = params_.global_step();
   info.worker_clock = rule_->ReportedClock(w.clock, params_.global_step());
+  info.restored_from_checkpoint = params_.started() && initialized_by_.empty();
+  info.initialized_by = initialized_by_;
+  info.workers_counted = policy_->CountedWorkers();
   return info;
 }
 
@@ -195,6 +271,7 @@ absl::StatusOr<bool> PsShard::CommitInitialize(int worker, int64_t step, int64_t
   std::copy(w.slot.data(), w.slot.data() + w.slot.size(), params_.Overwrite().data());
   params_.Start(std::max<int64_t>(step, 0), *std::move(schedule));
   total_steps_ = total_steps;
+  initialized_by_ = w.name;
   checkpoints_.Restart(params_.global_step());
   log_(absl::StrCat("initialised by ", w.name, " at step ", params_.global_step(), ": ",
                     range_.length, " parameters [", range_.offset, ", ", range_.end(), ")"));
@@ -217,6 +294,14 @@ std::span<const float> PsShard::StagedSlot(int worker) const {
   return workers_[worker].slot.span();
 }
 
+bool PsShard::FinishedLocked() const {
+  if (done_count_ == 0) return false;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].done && MemberLocked(static_cast<int>(i))) return false;
+  }
+  return true;
+}
+
 void PsShard::AfterUpdateLocked(int64_t step_before, bool moved) {
   if (params_.global_step() != step_before) {
     checkpoints_.MaybeWrite(params_.global_step(), [this](exchange::CheckpointContents& c)
@@ -229,14 +314,15 @@ void PsShard::AfterUpdateLocked(int64_t step_before, bool moved) {
 
 absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
                                                std::optional<int64_t> nonfinite) {
-  if (worker < 0 || worker >= std::max(opt_.num_workers, 1)) {
+  std::span<const float> g;
+  {
     absl::MutexLock lock(&mu_);
-    return CheckWorker(worker);
+    if (absl::Status s = CheckWorker(worker); !s.ok()) return s;
+    g = StagedSlot(worker);
   }
   // The caller staged this slot (BeginStaging), so no one else touches it:
-  // scan it for NaN/Inf (unless the caller counted while filling it) before
-  // taking the lock other workers wait on.
-  const std::span<const float> g = StagedSlot(worker);
+  // scan it for NaN/Inf (unless the caller counted while filling it)
+  // without the lock other workers wait on.
   int64_t bad = 0;
   if (nonfinite.has_value()) {
     bad = *nonfinite;
@@ -263,6 +349,13 @@ absl::StatusOr<PushResult> PsShard::CommitPush(int worker, int64_t step,
     ++stale_;
     r.global_step = params_.global_step();
     return r;  // e.g. a backup worker's late gradient: dropped
+  }
+  if (!policy_->Counts(worker)) {
+    // A worker that joined mid-round (counted from the next) or left: the
+    // round is the counted workers'.
+    ++stale_;
+    r.global_step = params_.global_step();
+    return r;
   }
   const int64_t before = params_.global_step();
   const bool moved = policy_->Push(params_, worker, g, w.pulled_step);
@@ -313,6 +406,11 @@ absl::StatusOr<bool> PsShard::PushChunk(int worker, int64_t step, int64_t chunk,
                                             " outlived its round (global step ",
                                             params_.global_step(), ")"));
   }
+  if (!policy_->Counts(worker)) {
+    // Joined mid-round (counted from the next) or left: not this round's.
+    if (chunk == 0) ++stale_;
+    return false;
+  }
   const int64_t before = params_.global_step();
   AfterUpdateLocked(before, policy_->AddChunk(params_, worker, w.slot.span()));
   return true;
@@ -361,8 +459,8 @@ absl::StatusOr<RoundRead> PsShard::WaitRound(int worker, int64_t step, uint64_t 
 
 int64_t PsShard::MinActiveClockLocked() const {
   int64_t m = INT64_MAX;
-  for (const Worker& w : workers_) {
-    if (!w.done) m = std::min(m, w.clock);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].done && MemberLocked(static_cast<int>(i))) m = std::min(m, workers_[i].clock);
   }
   return m == INT64_MAX ? 0 : m;
 }
@@ -440,13 +538,31 @@ absl::StatusOr<PullResult> PsShard::Read(int worker, int64_t min_step, int64_t c
   return r;
 }
 
+bool PsShard::Leave(int worker, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return FinishedLocked();
+  Worker& w = workers_[worker];
+  if (w.left || w.done) return FinishedLocked();
+  w.left = true;
+  ++left_count_;
+  const int64_t before = params_.global_step();
+  const bool moved = policy_->WorkerDone(params_, worker);
+  const int counted = policy_->CountedWorkers();
+  log_(absl::StrCat(w.name, " left at step ", before, reason.empty() ? "" : ": ", reason,
+                    counted < 0 ? "" : absl::StrCat("; rounds now count ", counted, " workers")));
+  AfterUpdateLocked(before, moved);
+  cv_.SignalAll();
+  return FinishedLocked();
+}
+
 bool PsShard::Done(int worker) {
   absl::MutexLock lock(&mu_);
   if (worker >= 0 && worker < static_cast<int>(workers_.size()) && !workers_[worker].done) {
     workers_[worker].done = true;
     ++done_count_;
-    log_(absl::StrCat(workers_[worker].name, " finished (", done_count_, "/", opt_.num_workers,
-                      ")"));
+    log_(absl::StrCat(
+        workers_[worker].name, " finished (", done_count_, "/",
+        std::max<int>(opt_.num_workers, static_cast<int>(workers_.size()) - left_count_), ")"));
     const int64_t before = params_.global_step();
     AfterUpdateLocked(before, policy_->WorkerDone(params_, worker));
   }
@@ -479,8 +595,9 @@ absl::Status PsShard::FillCheckpointLocked(exchange::CheckpointContents& c) {
   c.optimizer_steps = params_.optimizer().steps();
   c.params = params_.values();
   for (auto& [name, buf] : params_.optimizer().State()) c.states.emplace_back(name, buf);
-  for (const Worker& w : workers_) {
-    c.worker_clocks.push_back(rule_->ReportedClock(w.clock, params_.global_step()));
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    c.worker_clocks.push_back(rule_->ReportedClock(workers_[i].clock, params_.global_step()));
+    if (workers_[i].left) c.left_workers.push_back(static_cast<int>(i));
   }
   return absl::OkStatus();
 }
@@ -512,8 +629,10 @@ std::vector<std::string> PsShard::SilentWorkers(double timeout_seconds) const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   const double now = clock_.NowSeconds();
-  for (const Worker& w : workers_) {
-    if (w.done || w.in_flight > 0) continue;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = workers_[i];
+    // One that left, or an id that never joined, is no lost peer.
+    if (w.done || w.in_flight > 0 || !MemberLocked(static_cast<int>(i))) continue;
     const double since = w.registered ? w.last_seen : start_seconds_;
     if (now - since > timeout_seconds) {
       out.push_back(w.registered ? w.name : absl::StrCat(w.name, " (never registered)"));
@@ -525,7 +644,7 @@ std::vector<std::string> PsShard::SilentWorkers(double timeout_seconds) const {
 int PsShard::ConnectedWorkers() const {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  for (const Worker& w : workers_) n += w.registered && !w.done ? 1 : 0;
+  for (const Worker& w : workers_) n += w.registered && !w.done && !w.left ? 1 : 0;
   return n;
 }
 
@@ -546,6 +665,8 @@ v1::StatusResponse PsShard::Status() const {
   s.set_applied_pushes(params_.updates());
   s.set_max_ssp_lead(max_ssp_lead_);
   s.set_restored_step(restored_step_);
+  s.set_workers_counted(policy_->CountedWorkers());
+  s.set_workers_left(left_count_);
   return s;
 }
 

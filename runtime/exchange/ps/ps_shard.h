@@ -45,7 +45,11 @@ namespace kubetrain::ps {
 struct PsShardOptions {
   int shard_index = 0;
   int num_shards = 1;
-  int num_workers = 1;  // training replicas: chief + workers
+  int num_workers = 1;  // training replicas: chief + workers (the cluster spec's)
+  // Elastic workers: a worker whose id is not among the cluster spec's may
+  // register (join) while the job runs, as long as its id is below this.
+  // Sync rounds count it from the next round boundary.
+  int max_workers = 1024;
   std::vector<std::string> worker_names;
   // The cluster has an evaluator: after the workers finish, wait for it to
   // learn so (see ObserverWaitingForTheEnd).
@@ -75,6 +79,11 @@ struct RegisterInfo {
   bool initialized = false;
   int64_t global_step = 0;
   int64_t worker_clock = 0;
+  // Where the parameters came from (initialized only): a checkpoint, or the
+  // named worker's Initialize.
+  bool restored_from_checkpoint = false;
+  std::string initialized_by;
+  int workers_counted = -1;  // sync: the current round's members; -1 otherwise
 };
 
 struct PushResult {
@@ -118,7 +127,11 @@ class PsShard {
   // This shard's range; empty until the first registration or restore.
   Range range() const;
 
-  absl::StatusOr<RegisterInfo> Register(int worker, int64_t num_params, const std::string& name);
+  // `clock`: the worker's own clock (RegisterRequest.clock). In async/ssp a
+  // shard that has no checkpoint behind it (fresh, or restarted empty and
+  // re-initialised) takes it when it is ahead of the shard's record.
+  absl::StatusOr<RegisterInfo> Register(int worker, int64_t num_params, const std::string& name,
+                                        int64_t clock = 0);
 
   // Buffer (this shard's range) into which a push or initialize from
   // `worker` is decoded before it is committed. Fails for unknown workers
@@ -179,6 +192,14 @@ class PsShard {
 
   // Marks the worker finished; true when every worker has finished.
   bool Done(int worker);
+  // The worker leaves the running job (scale-down, SIGTERM): rounds no
+  // longer wait for it (a whole gradient it delivered still counts), its
+  // silence is no lost peer, and the job goes on without it. It may join
+  // again by registering. True when every other worker has finished.
+  bool Leave(int worker, const std::string& reason);
+  // Whether `worker` is an id this shard knows (registered, or in the
+  // cluster spec): other ids are refused as unknown.
+  bool KnownWorker(int worker) const;
   bool finished() const;
   int64_t global_step() const;
   // True when an observer (evaluator) is expected or has pulled, but none
@@ -203,6 +224,7 @@ class PsShard {
   struct Worker {
     bool registered = false;
     bool done = false;
+    bool left = false;  // left the job (Leave) and has not joined again
     bool staging = false;
     std::string name;
     // Pushes accepted whole (CommitPush): async and ssp judge and report a
@@ -217,9 +239,9 @@ class PsShard {
   absl::Status CheckWorker(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureLayoutLocked(int64_t num_params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot of a worker with a push staged (BeginStaging): the caller's
-  // alone until EndStaging, and allocated once before any staging, so it is
-  // read without the lock (CommitPush scans it before locking).
-  std::span<const float> StagedSlot(int worker) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // alone until EndStaging; its buffer stays where it is while workers_
+  // grows (joins), so CommitPush scans it after releasing the lock.
+  std::span<const float> StagedSlot(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a call into the update policy that returned `moved`: waiters
   // wake if it moved anything, and a checkpoint is written if one is due
   // and the global step moved past `step_before`.
@@ -227,12 +249,14 @@ class PsShard {
   absl::Status FillCheckpointLocked(exchange::CheckpointContents& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MinActiveClockLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member of the job: not left, and in the cluster spec or registered
+  // (an id between the spec's and a joiner's never joined).
+  bool MemberLocked(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TouchLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RejectLocked(metrics::RejectReason reason, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return done_count_ >= opt_.num_workers;
-  }
+  // Every worker finished or left, and at least one finished.
+  bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PsShardOptions opt_;
   const std::unique_ptr<const ConsistencyRule> rule_;
@@ -260,6 +284,8 @@ class PsShard {
   bool observer_seen_ ABSL_GUARDED_BY(mu_) = false;
   bool observer_told_finished_ ABSL_GUARDED_BY(mu_) = false;
   int64_t restored_step_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string initialized_by_ ABSL_GUARDED_BY(mu_);  // empty: restored or not yet
+  int left_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kubetrain::ps

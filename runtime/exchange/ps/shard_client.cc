@@ -94,6 +94,21 @@ absl::StatusOr<v1::DoneResponse> ShardClient::Done(int worker, std::chrono::mill
   return resp;
 }
 
+absl::StatusOr<v1::DoneResponse> ShardClient::Leave(int worker, const std::string& reason,
+                                                    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::DoneRequest req;
+  req.set_worker(worker);
+  req.set_leaving(true);
+  req.set_reason(reason);
+  v1::DoneResponse resp;
+  grpc::Status s = stub_->Done(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
 absl::StatusOr<v1::StatusResponse> ShardClient::GetStatus(std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
   Prepare(&ctx);

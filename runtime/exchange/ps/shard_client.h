@@ -52,6 +52,10 @@ class ShardClient {
   // reads); blocks as long as the shard holds the pull back.
   absl::StatusOr<PullReply> Pull(const v1::PullRequest& req, std::span<float> out, int64_t offset);
   absl::StatusOr<v1::DoneResponse> Done(int worker, std::chrono::milliseconds timeout);
+  // The worker leaves the running job (DoneRequest.leaving): the shard's
+  // rounds stop waiting for it; `reason` goes to the shard's log.
+  absl::StatusOr<v1::DoneResponse> Leave(int worker, const std::string& reason,
+                                         std::chrono::milliseconds timeout);
   // Waits for the channel to be ready up to `timeout`.
   absl::StatusOr<v1::StatusResponse> GetStatus(std::chrono::milliseconds timeout);
   absl::StatusOr<v1::CheckpointResponse> Checkpoint(std::chrono::milliseconds timeout);

@@ -32,7 +32,7 @@ absl::Status ShardSession::AdmitConnection(int worker, uint64_t incarnation,
   if (incarnation != this->incarnation()) {
     return StaleIncarnationError(this->incarnation(), incarnation);
   }
-  if (worker < 0 || worker >= shard_.options().num_workers) {
+  if (!shard_.KnownWorker(worker)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown worker id ", worker));
   }
   return absl::OkStatus();
@@ -85,7 +85,7 @@ absl::StatusOr<PullResult> ShardSession::Read(const PullAsk& ask, const PsShard:
   if (ask.incarnation != 0 && ask.incarnation != incarnation()) {
     return StaleIncarnationError(incarnation(), ask.incarnation);
   }
-  if (ask.worker < kObserver || ask.worker >= shard_.options().num_workers) {
+  if (ask.worker != kObserver && !shard_.KnownWorker(ask.worker)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown worker id ", ask.worker));
   }
   if (shard_.range().length == 0) {

@@ -47,10 +47,70 @@ bool SyncAggregator::Push(ShardParams& params, int worker, std::span<const float
   return MaybeApply(params);
 }
 
-bool SyncAggregator::MaybeApply(ShardParams& params) {
-  if (accepted_ < rule_.GradientsPerUpdate(static_cast<int>(workers_.size()) - done_)) {
+int SyncAggregator::ActiveWorkers() const {
+  int n = 0;
+  for (const Worker& w : workers_) n += w.counted && !w.done ? 1 : 0;
+  return n;
+}
+
+int SyncAggregator::CountedWorkers() const { return ActiveWorkers(); }
+
+bool SyncAggregator::Counts(int worker) const {
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return false;
+  const Worker& w = workers_[worker];
+  return w.counted && !w.done;
+}
+
+bool SyncAggregator::RoundEmpty() const {
+  if (accepted_ > 0 || round_.applied > 0) return false;
+  for (const Worker& w : workers_) {
+    if (w.ready > 0) return false;
+  }
+  return true;
+}
+
+void SyncAggregator::Recount() {
+  for (Worker& w : workers_) {
+    if (!w.joining) continue;
+    w.joining = false;
+    w.counted = true;
+  }
+}
+
+bool SyncAggregator::Join(ShardParams& params, int worker) {
+  if (worker < 0) return false;
+  if (worker >= static_cast<int>(workers_.size())) {
+    // Ids between the old members and this one have not joined: they hold
+    // nothing back.
+    Worker absent;
+    absent.counted = false;
+    workers_.resize(static_cast<size_t>(worker) + 1, absent);
+  }
+  Worker& w = workers_[worker];
+  if (w.counted && !w.done) return false;  // a member already (re-registering)
+  w.done = false;
+  w.counted = false;
+  w.joining = true;
+  if (RoundEmpty()) {
+    Recount();  // between rounds: it is counted from this one
     return false;
   }
+  (void)params;
+  return false;
+}
+
+bool SyncAggregator::MaybeApply(ShardParams& params) {
+  if (accepted_ == 0) return false;
+  // The active workers' gradients decide when a step is complete; one a
+  // worker delivered before it finished or left counts in the average but
+  // stands in for no one.
+  int active = 0, in_from_active = 0;
+  for (const Worker& w : workers_) {
+    if (!w.counted || w.done) continue;
+    ++active;
+    in_from_active += w.accepted ? 1 : 0;
+  }
+  if (active > 0 && in_from_active < rule_.GradientsPerUpdate(active)) return false;
   // Sum in worker order so the result never depends on arrival order, and
   // average, a block at a time right before the optimizer reads it: the
   // sum never goes through memory whole.
@@ -62,15 +122,18 @@ bool SyncAggregator::MaybeApply(ShardParams& params) {
   }
   accepted_ = 0;
   params.ApplyBlocks([&](size_t b, size_t e, float* out) { AverageSlots(slots, b, e - b, out); });
+  Recount();  // a round boundary: workers that joined count from the next
   return true;
 }
 
 bool SyncAggregator::WorkerDone(ShardParams& params, int worker) {
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return false;
   Worker& w = workers_[worker];
   if (w.done) return false;
   w.done = true;
-  ++done_;
-  if (!pipeline_) return false;
+  w.joining = false;
+  // The others may have been waiting only for it.
+  if (!pipeline_) return MaybeApply(params);
   // Finished in the middle of a push: its chunks no longer count.
   const bool rolled_back = TakeBack(params, worker);
   const bool advanced = Advance(params);  // the round no longer waits for it
@@ -105,7 +168,7 @@ bool SyncAggregator::Advance(ShardParams& params) {
   for (const Worker& w : workers_) {
     // A finished worker no longer holds the round back, but a gradient it
     // delivered whole before finishing counts, as when not pipelined.
-    if (w.done && !w.accepted) continue;
+    if ((w.done || !w.counted) && !w.accepted) continue;
     ready = std::min(ready, w.ready);
     slots.push_back(w.gradient);
   }
@@ -151,6 +214,7 @@ void SyncAggregator::Commit(ShardParams& params) {
   accepted_ = 0;
   round_.applied = 0;
   committed_attempt_ = round_.attempt++;
+  Recount();  // a round boundary: workers that joined count from the next
 }
 
 void SyncAggregator::RollBack(ShardParams& params) {

@@ -13,6 +13,13 @@
 // the buffer becoming the parameters, when every chunk is applied. A whole
 // gradient (gRPC, a one-chunk push) joins the round with all its chunks.
 //
+// Elastic membership: the workers a round waits for are the counted ones
+// not done. A worker that joins (Join) is counted from the next round
+// boundary; one that finishes or leaves (WorkerDone) is not waited for from
+// then on (a whole gradient it delivered before still counts). Backup
+// workers keep their meaning: replicas_to_aggregate of the counted workers
+// (all of them when fewer are active).
+//
 // Not thread-safe (update_policy.h).
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_SYNC_AGGREGATOR_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_SYNC_AGGREGATOR_H_
@@ -37,8 +44,13 @@ class SyncAggregator final : public UpdatePolicy {
 
   bool Push(ShardParams& params, int worker, std::span<const float> gradient,
             int64_t pulled_step) override;
-  bool Holds(int worker) const override { return workers_[worker].accepted; }
+  bool Holds(int worker) const override {
+    return worker >= 0 && worker < static_cast<int>(workers_.size()) && workers_[worker].accepted;
+  }
   bool WorkerDone(ShardParams& params, int worker) override;
+  bool Join(ShardParams& params, int worker) override;
+  bool Counts(int worker) const override;
+  int CountedWorkers() const override;
 
   bool pipelined() const override { return pipeline_; }
   int64_t ChunksIn(int worker) const override { return workers_[worker].ready; }
@@ -53,8 +65,12 @@ class SyncAggregator final : public UpdatePolicy {
   struct Worker {
     const float* gradient = nullptr;  // its slot, while accepted or ready > 0
     bool accepted = false;            // a whole gradient for the current step is in
-    bool done = false;
-    int64_t ready = 0;  // pipelined: chunks of it that count
+    bool done = false;                // finished or left: holds no round back
+    // A member of the job: rounds wait for it. A worker that joins is
+    // counted from the next round boundary (RoundEmpty / Recount).
+    bool counted = true;
+    bool joining = false;  // joined, counted from the next round boundary
+    int64_t ready = 0;     // pipelined: chunks of it that count
   };
   // The step being applied chunk by chunk.
   struct Round {
@@ -73,12 +89,16 @@ class SyncAggregator final : public UpdatePolicy {
   void Commit(ShardParams& params);
   void RollBack(ShardParams& params);
   int64_t NumChunks(const ShardParams& params) const;
+  // Nothing of the current round is in yet: a boundary.
+  bool RoundEmpty() const;
+  // At a round boundary: the workers that joined are counted from now.
+  void Recount();
+  int ActiveWorkers() const;  // counted and not done
 
   const ConsistencyRule& rule_;
   const bool pipeline_;
   std::vector<Worker> workers_;
   int accepted_ = 0;
-  int done_ = 0;
   Round round_;
   uint64_t committed_attempt_ = 0;  // the attempt of the last committed round
 };

@@ -24,7 +24,9 @@ int64_t SyncRule::ReportedClock(int64_t /*worker_clock*/, int64_t global_step) c
 }
 
 int SyncRule::GradientsPerUpdate(int active_workers) const {
-  const int wanted = replicas_to_aggregate_ > 0 ? replicas_to_aggregate_ : num_workers_;
+  // Every active worker, or replicas_to_aggregate of them (backup workers):
+  // the active count follows the job's membership (elastic workers).
+  const int wanted = replicas_to_aggregate_ > 0 ? replicas_to_aggregate_ : active_workers;
   return std::max(1, std::min(wanted, active_workers));
 }
 

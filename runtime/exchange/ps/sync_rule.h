@@ -1,7 +1,8 @@
 // SyncRule: one averaged update per global step. A push must be for the
 // current global step (older ones, e.g. a backup worker's, are dropped as
 // stale); every `replicas_to_aggregate` accepted gradients (0: all
-// workers, never more than are still active) make one update; a pull
+// active workers, never more than are active: the count follows the
+// job's membership) make one update; a pull
 // waits until the global step reaches the step it asks for.
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_SYNC_RULE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_SYNC_RULE_H_
@@ -12,8 +13,10 @@ namespace kubetrain::ps {
 
 class SyncRule : public ConsistencyRule {
  public:
-  SyncRule(int num_workers, int replicas_to_aggregate)
-      : num_workers_(num_workers), replicas_to_aggregate_(replicas_to_aggregate) {}
+  // `num_workers` (the cluster spec's) no longer bounds a step: the
+  // active workers do (GradientsPerUpdate).
+  SyncRule(int /*num_workers*/, int replicas_to_aggregate)
+      : replicas_to_aggregate_(replicas_to_aggregate) {}
 
   PushVerdict JudgePush(int64_t step, int64_t worker_clock, int64_t global_step) const override;
   bool MayPull(int64_t min_step, int64_t clock, const ShardClocks& clocks) const override;
@@ -23,7 +26,6 @@ class SyncRule : public ConsistencyRule {
   int64_t Lead(int64_t, int64_t) const override { return 0; }
 
  private:
-  const int num_workers_;
   const int replicas_to_aggregate_;
 };
 

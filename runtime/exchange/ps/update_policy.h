@@ -60,9 +60,23 @@ class UpdatePolicy {
   // True while `worker`'s gradient for the current step waits to be
   // applied: another push from it for this step repeats it.
   virtual bool Holds(int worker) const = 0;
-  // `worker` has finished: it no longer holds a step back, and a push it
-  // left half-delivered no longer counts.
+  // `worker` has finished, or left the job: it no longer holds a step
+  // back (from this round on: a whole gradient it delivered before still
+  // counts), and a push it left half-delivered no longer counts.
   virtual bool WorkerDone(ShardParams& params, int worker) = 0;
+
+  // Elastic membership. `worker` registered as a new member of a running
+  // job (an id not seen before, or one that left): a policy with rounds
+  // counts it from the next round boundary (at once when the current round
+  // has nothing in yet), never in a round already under way. Returns
+  // whether anything moved.
+  virtual bool Join(ShardParams& /*params*/, int /*worker*/) { return false; }
+  // Whether a push from `worker` for the current step counts. False (a
+  // worker not counted yet, or one that left): the shard drops it as stale,
+  // and the worker's pull waits for the round the counted workers make.
+  virtual bool Counts(int /*worker*/) const { return true; }
+  // The workers the current round aggregates; -1 where there are no rounds.
+  virtual int CountedWorkers() const { return -1; }
 
   // Pipelined steps, applied chunk by chunk (data_plane::ChunkValues) as
   // every unfinished worker's chunk arrives. Only when pipelined(); the

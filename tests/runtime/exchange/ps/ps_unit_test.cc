@@ -378,6 +378,98 @@ TEST(PsShard, SilentWorkersAreNamed) {
   EXPECT_TRUE(f.shard->SilentWorkers(10).empty());
 }
 
+// Elastic workers on the shard: a worker the cluster spec did not list
+// registers (joins) and is counted from the next round boundary; one that
+// leaves is no longer waited for, never counts as silent, and the job
+// finishes when the others do. Ids at or beyond max_workers are refused.
+TEST(PsShard, SyncWorkersJoinAndLeaveAtRoundBoundaries) {
+  ShardFixture f("sync");
+  ASSERT_TRUE(f.Init(10).ok());
+  ASSERT_TRUE(f.Push(0, 0, 1.0f)->accepted);
+  // Worker 2 joins while round 0 is under way: its push for it is dropped.
+  absl::StatusOr<RegisterInfo> joined = f.shard->Register(2, 32, "worker-2");
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->global_step, 0);
+  EXPECT_EQ(joined->workers_counted, 2);
+  absl::StatusOr<PushResult> early = f.Push(2, 0, 100.0f);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_FALSE(early->accepted);
+  ASSERT_TRUE(f.Push(1, 0, 3.0f)->accepted);
+  EXPECT_FLOAT_EQ(f.Param(), 8.0f);  // 10 - mean(1, 3)
+  EXPECT_EQ(f.shard->Status().workers_counted(), 3);
+  bool logged = false;
+  for (const std::string& l : f.log) {
+    logged =
+        logged || l.find("worker-2 joined at step 0; counted from step 1") != std::string::npos;
+  }
+  EXPECT_TRUE(logged);
+  // Round 1 waits for all three.
+  ASSERT_TRUE(f.Push(0, 1, 1.0f)->accepted);
+  ASSERT_TRUE(f.Push(1, 1, 3.0f)->accepted);
+  EXPECT_EQ(f.shard->global_step(), 1);
+  ASSERT_TRUE(f.Push(2, 1, 8.0f)->accepted);
+  EXPECT_FLOAT_EQ(f.Param(), 4.0f);  // 8 - mean(1, 3, 8)
+
+  // Worker 1 leaves mid-round 2 without pushing: the round goes on without it.
+  ASSERT_TRUE(f.Push(0, 2, 1.0f)->accepted);
+  ASSERT_TRUE(f.Push(2, 2, 3.0f)->accepted);
+  EXPECT_EQ(f.shard->global_step(), 2);
+  EXPECT_FALSE(f.shard->Leave(1, "scaled down"));
+  EXPECT_EQ(f.shard->global_step(), 3);
+  EXPECT_FLOAT_EQ(f.Param(), 2.0f);  // 4 - mean(1, 3)
+  EXPECT_EQ(f.shard->Status().workers_left(), 1);
+  f.clock.AdvanceSeconds(100);
+  ASSERT_TRUE(f.shard->Register(0, 32, "").ok());
+  ASSERT_TRUE(f.shard->Register(2, 32, "").ok());
+  EXPECT_TRUE(f.shard->SilentWorkers(10).empty());  // the leaver is no lost peer
+  EXPECT_FALSE(f.shard->Done(0));
+  EXPECT_TRUE(f.shard->Done(2));  // every member finished or left
+
+  EXPECT_THAT(Msg(f.shard->Register(1024, 32, "").status()), HasSubstr("unknown worker id 1024"));
+}
+
+// A shard's checkpoint keeps who had left: restarted from it, the shard
+// does not wait for that worker again.
+TEST(PsShard, ACheckpointKeepsWhoLeft) {
+  TempDir dir;
+  {
+    ShardFixture f("sync", 3, 0, dir.path());
+    ASSERT_TRUE(f.Init(10).ok());
+    f.shard->Leave(2, "scaled down");
+    ASSERT_TRUE(f.Push(0, 0, 1.0f)->accepted);
+    ASSERT_TRUE(f.Push(1, 0, 3.0f)->accepted);
+    ASSERT_EQ(f.shard->global_step(), 1);
+    ASSERT_TRUE(f.shard->WriteCheckpointNow().ok());
+  }
+  ShardFixture g("sync", 3, 0, dir.path());
+  ASSERT_TRUE(g.shard->RestoreFromCheckpoint().ok());
+  EXPECT_EQ(g.shard->Status().workers_left(), 1);
+  EXPECT_EQ(g.shard->Status().workers_counted(), 2);
+  ASSERT_TRUE(g.Push(0, 1, 1.0f)->accepted);
+  ASSERT_TRUE(g.Push(1, 1, 3.0f)->accepted);
+  EXPECT_EQ(g.shard->global_step(), 2);  // not waiting for worker 2
+  EXPECT_FLOAT_EQ(g.Param(), 6.0f);      // 10 - 2 - 2
+}
+
+// async/ssp: a worker that joins starts level with the slowest member, so
+// the ssp bound holds no one back for it.
+TEST(PsShard, AnSspWorkerJoiningStartsAtTheSlowestMembersClock) {
+  ShardFixture f("ssp:1");
+  ASSERT_TRUE(f.Init(10).ok());
+  for (int64_t c = 0; c < 3; ++c) {
+    ASSERT_TRUE(f.Push(0, c, 0.0f)->accepted);
+    ASSERT_TRUE(f.Push(1, c, 0.0f)->accepted);
+  }
+  absl::StatusOr<RegisterInfo> joined = f.shard->Register(2, 32, "worker-2");
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->worker_clock, 3);
+  // Worker 0 at clock 4 may pull: the slowest (workers 1 and 2) are at 3.
+  ASSERT_TRUE(f.Push(0, 3, 0.0f)->accepted);
+  std::vector<float> out(32);
+  EXPECT_TRUE(f.shard->Pull(0, 0, 4, out, testing_util::GiveUpAfter()).ok());
+  ASSERT_TRUE(f.Push(2, 3, 0.0f)->accepted);
+}
+
 }  // namespace
 }  // namespace kubetrain::ps
 
