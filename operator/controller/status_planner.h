@@ -1,7 +1,8 @@
 // The parts of a TrainingJob's status (api/job_status.h) a reconcile pass
 // derives from the observed pods, as pure functions: the replica counts
 // (replicaStatuses), each replica's state for the phase decision
-// (job_phase.h), and status.lastFailure. Conditions are job_status.h's;
+// (job_phase.h), status.lastFailure and status.lastCheckpoint, and which
+// pods a suspended job still waits for. Conditions are job_status.h's;
 // which writes may wait, job_phase.h's. Stateless and thread-safe.
 #ifndef KUBETRAIN_OPERATOR_CONTROLLER_STATUS_PLANNER_H_
 #define KUBETRAIN_OPERATOR_CONTROLLER_STATUS_PLANNER_H_
