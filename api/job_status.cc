@@ -97,6 +97,16 @@ absl::StatusOr<LastFailure> LastFailureFromJson(const json& v, const std::string
   return f;
 }
 
+absl::StatusOr<LastCheckpoint> LastCheckpointFromJson(const json& v, const std::string& path) {
+  if (absl::Status s = CheckObject(v, path); !s.ok()) return s;
+  LastCheckpoint c;
+  if (absl::Status s = GetInt(v, "step", path, &c.step); !s.ok()) return s;
+  if (absl::Status s = GetString(v, "replica", path, &c.replica); !s.ok()) return s;
+  if (absl::Status s = GetString(v, "path", path, &c.path); !s.ok()) return s;
+  if (absl::Status s = GetString(v, "time", path, &c.time); !s.ok()) return s;
+  return c;
+}
+
 absl::StatusOr<Progress> ProgressFromJson(const json& v, const std::string& path) {
   if (absl::Status s = CheckObject(v, path); !s.ok()) return s;
   Progress p;
@@ -139,6 +149,11 @@ json LastFailureToJson(const LastFailure& f) {
   if (!f.pod_uid.empty()) failure["podUID"] = f.pod_uid;
   if (f.exit_code) failure["exitCode"] = *f.exit_code;
   return failure;
+}
+
+json LastCheckpointToJson(const LastCheckpoint& c) {
+  json checkpoint{{"step", c.step}, {"replica", c.replica}, {"path", c.path}, {"time", c.time}};
+  return checkpoint;
 }
 
 }  // namespace
@@ -221,6 +236,11 @@ absl::StatusOr<JobStatus> StatusFromJson(const json& v) {
     if (!f.ok()) return f.status();
     status.last_failure = *std::move(f);
   }
+  if (auto it = v.find("lastCheckpoint"); it != v.end() && !it->is_null()) {
+    absl::StatusOr<LastCheckpoint> c = LastCheckpointFromJson(*it, Join(path, "lastCheckpoint"));
+    if (!c.ok()) return c.status();
+    status.last_checkpoint = *std::move(c);
+  }
   if (absl::Status s = GetString(v, "startTime", path, &status.start_time); !s.ok()) return s;
   if (absl::Status s = GetString(v, "completionTime", path, &status.completion_time); !s.ok()) {
     return s;
@@ -269,6 +289,9 @@ json StatusToJson(const JobStatus& status) {
   if (status.restart_count) out["restartCount"] = *status.restart_count;
   if (status.disruption_count) out["disruptionCount"] = *status.disruption_count;
   if (status.last_failure) out["lastFailure"] = LastFailureToJson(*status.last_failure);
+  if (status.last_checkpoint) {
+    out["lastCheckpoint"] = LastCheckpointToJson(*status.last_checkpoint);
+  }
   if (!status.start_time.empty()) out["startTime"] = status.start_time;
   if (!status.completion_time.empty()) out["completionTime"] = status.completion_time;
   if (!status.last_reconcile_time.empty()) out["lastReconcileTime"] = status.last_reconcile_time;

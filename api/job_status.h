@@ -101,6 +101,17 @@ struct LastFailure {
   bool operator==(const LastFailure&) const = default;
 };
 
+// status.lastCheckpoint: the newest checkpoint a replica reported when it
+// was stopped (SIGTERM: a suspended job, a deleted or preempted pod), read
+// from its termination message (api/checkpoint_message.h).
+struct LastCheckpoint {
+  int64_t step = 0;
+  std::string replica;  // "worker-0", "ps-1"
+  std::string path;
+  std::string time;  // when the operator saw it
+  bool operator==(const LastCheckpoint&) const = default;
+};
+
 // status.progress: the chief's latest training metrics (beyond TFJob).
 struct Progress {
   std::optional<int64_t> step;
@@ -119,6 +130,7 @@ struct JobStatus {
   std::optional<int32_t> restart_count;     // counted against backoffLimit
   std::optional<int32_t> disruption_count;  // counted against maxDisruptions
   std::optional<LastFailure> last_failure;
+  std::optional<LastCheckpoint> last_checkpoint;
   std::string start_time;
   std::string completion_time;
   std::string last_reconcile_time;

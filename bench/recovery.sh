@@ -37,10 +37,8 @@ export PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-500ms}
 eval "$(scripts/local-cluster.sh up "$state" | grep '^export ')"
 trap 'scripts/local-cluster.sh down "$state" >/dev/null 2>&1 || true' EXIT
 if [ -x .cache/tools/bin/kubectl ]; then K=.cache/tools/bin/kubectl; else K=$(command -v kubectl); fi
-NS=recovery-bench
 JOB=fmnist-allreduce
 k() { "$K" "$@" 2> >(grep -v 'version difference' >&2); }
-k create namespace "$NS" >/dev/null 2>&1 || true
 now_ms() { date +%s%3N; }
 uid() { k get pod "$JOB-worker-$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null || true; }
 logs() { k logs -n "$NS" "$JOB-worker-0" 2>/dev/null || true; }
@@ -68,15 +66,16 @@ declare -A results
 printf '%-7s %5s %10s %15s\n' mode round recovery_s pods_recreated
 for round in $(seq 1 "$rounds"); do
   for mode in reform exit; do
-    k delete tj "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
-    wait_for 60 "the last run's pods to go" bash -c "[ -z \"\$('$K' get pods -n $NS -o name 2>/dev/null)\" ]"
+    # Each run in a namespace of its own: nothing of the last run is mistaken for this one's.
+    NS=recovery-$mode-$round
+    k create namespace "$NS" >/dev/null
     rm -rf "/tmp/$JOB-$mode-ckpt"
     job "$mode" | k apply -n "$NS" -f - >/dev/null
     reached() { [ "$(last_step)" -ge "$kill_at" ] 2>/dev/null; }
     wait_for 300 "worker-0 to reach step $kill_at" reached
     declare -A before=()
     for i in $(seq 0 $((workers - 1))); do before[$i]=$(uid "$i"); done
-    wait_for 30 "worker-1's process" pid_of 1
+    wait_for 30 "worker-1's process" pid_of 1 >/dev/null
     victim=$(pid_of 1)
     at=$(last_step)
     t0=$(now_ms)
@@ -97,9 +96,9 @@ for round in $(seq 1 "$rounds"); do
     s=$(python3 -c "print(f'{($t1 - $t0) / 1000:.2f}')")
     results[$mode]+="$s "
     printf '%-7s %5s %10s %15s\n' "$mode" "$round" "$s" "$recreated"
+    k delete namespace "$NS" --wait=true --timeout=120s >/dev/null
   done
 done
-k delete tj "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
 python3 - "${results[reform]}" "${results[exit]}" <<'PY'
 import statistics, sys
 r = [float(x) for x in sys.argv[1].split()]

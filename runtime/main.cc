@@ -372,13 +372,17 @@ int main(int argc, char** argv) {
   // termination message (the pod's status, then the job's lastFailure).
   kubetrain::train::ErrorTee tee(std::cerr);
   std::ostream err(&tee);
-  const int code = kubetrain::train::RunTrainCommand(train_options, std::cout, err, clock);
+  // A replica stopped by a signal after its checkpoint says so instead
+  // (api/checkpoint_message.h: the operator's status.lastCheckpoint).
+  std::string stopped;
+  const int code =
+      kubetrain::train::RunTrainCommand(train_options, std::cout, err, clock, &stopped);
   err.flush();
-  if (code != 0 && !tee.last_error().empty()) {
+  const std::string message = !stopped.empty() ? stopped : code != 0 ? tee.last_error() : "";
+  if (!message.empty()) {
     const std::string path = kubetrain::train::TerminationLogPath(std::getenv);
     if (!path.empty()) {
-      if (absl::Status s = kubetrain::train::WriteTerminationMessage(path, tee.last_error());
-          !s.ok()) {
+      if (absl::Status s = kubetrain::train::WriteTerminationMessage(path, message); !s.ok()) {
         std::cerr << "kubetrain: warning: no termination message: " << s.message() << std::endl;
       }
     }

@@ -113,6 +113,20 @@ const kube::Json* DisruptionTarget(const kube::Json& pod) {
 
 bool HasDisruptionTarget(const kube::Json& pod) { return DisruptionTarget(pod) != nullptr; }
 
+std::optional<api::CheckpointMessage> StoppedPodCheckpoint(const kube::Json& pod) {
+  const kube::Json* container = ReplicaContainerStatus(pod);
+  if (container == nullptr) return std::nullopt;
+  for (const char* which : {"state", "lastState"}) {
+    if (!container->contains(which) || !(*container)[which].is_object() ||
+        !(*container)[which].contains("terminated")) {
+      continue;
+    }
+    const std::string message = kube::StringAt((*container)[which]["terminated"], {"message"});
+    if (std::optional<api::CheckpointMessage> m = api::ParseCheckpointMessage(message)) return m;
+  }
+  return std::nullopt;
+}
+
 PodFailure ClassifyFailedPod(const kube::Json& pod) {
   using api::FailureReason;
   PodFailure f;

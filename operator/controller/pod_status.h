@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "api/checkpoint_message.h"
 #include "api/failure_reason.h"
 #include "api/replica_policy.h"
 #include "operator/kube/object.h"
@@ -54,6 +55,11 @@ struct PodFailure {
 // container's termination (OOMKilled; exit 129: LostPeer; exit 1-127 with a
 // "kubetrain: error:" line: ConfigError), else Error.
 PodFailure ClassifyFailedPod(const kube::Json& pod);
+
+// The checkpoint a replica stopped by SIGTERM reported in its container's
+// termination message (state, else lastState; api/checkpoint_message.h),
+// or nullopt.
+std::optional<api::CheckpointMessage> StoppedPodCheckpoint(const kube::Json& pod);
 
 // The pod's DisruptionTarget condition is True: the control plane is
 // removing it (preemption, eviction, a lost node's taint manager).

@@ -709,6 +709,7 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
   if (cached == nullptr) {
     deps_.expectations->Forget(PodExpectationKey(job_key));
     deps_.expectations->Forget(ServiceExpectationKey(job_key));
+    if (deps_.stopped_checkpoints != nullptr) deps_.stopped_checkpoints->Forget(job_key);
     return ReconcileResult{};
   }
   if (kube::IsBeingDeleted(*cached)) return ReconcileResult{};
@@ -766,22 +767,50 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
     p.OnWritten([&p] { p.d.metrics->JobCreated(p.ns); });
   }
   p.Collect();
+  // A replica stopped by SIGTERM (a suspend, a deleted or preempted pod)
+  // says in its termination message which checkpoint it wrote.
+  RecordStoppedPodCheckpoints(p.status, p.objects.pods, p.now_str);
+  if (deps_.stopped_checkpoints != nullptr) {
+    for (const auto& [replica, m] : deps_.stopped_checkpoints->Get(job_key)) {
+      RecordLastCheckpoint(p.status, replica, m, p.now_str);
+    }
+  }
 
   if (IsFinished(p.status)) {
     p.CleanUp();
     if (p.HandleTtl()) return Dispatch(pass, ReconcileResult{});
   } else if (p.job.spec.run_policy.suspend) {
-    // Suspend: running pods go, the job stays; resume recreates them.
+    // Suspend: running pods go (with their grace period: each replica stops
+    // at a step boundary and the one that keeps state checkpoints), the job
+    // stays; resume recreates them and continues from the checkpoint.
     for (const ObjectPtr& pod : PodsToSuspend(p.objects.pods)) {
       p.PlanDeletePod(pod, " (job suspended)");
     }
-    if (!IsConditionTrue(p.status, kCondSuspended)) {
-      p.OnWritten([&p] {
-        p.Event(kEventNormal, "Suspended", absl::StrCat("TrainingJob ", p.name, " is suspended."));
-      });
+    const SuspendWait stopping = PodsStillStopping(p.objects.pods, p.now);
+    if (stopping.pods.empty()) {
+      // Every pod has ended (or run out of grace): the checkpoint they
+      // reported, if any, is in status.lastCheckpoint by now.
+      const std::optional<api::LastCheckpoint>& ckpt = p.status.last_checkpoint;
+      const std::string message =
+          ckpt ? absl::StrCat("TrainingJob ", p.name, " is suspended with a checkpoint at step ",
+                              ckpt->step, " (", ckpt->replica, ").")
+               : absl::StrCat("TrainingJob ", p.name, " is suspended.");
+      if (!IsConditionTrue(p.status, kCondSuspended)) {
+        p.OnWritten([&p, message] { p.Event(kEventNormal, "Suspended", message); });
+      }
+      SetCondition(p.status, kCondSuspended, true, "JobSuspended", message, p.now_str);
+    } else {
+      // Suspended only once they have: until then a job whose condition
+      // says so has not saved its state yet.
+      SetCondition(p.status, kCondSuspended, false, "Suspending",
+                   absl::StrCat("waiting for ", absl::StrJoin(stopping.pods, ", "),
+                                " to stop and checkpoint"),
+                   p.now_str);
+      // Their watch events bring the next pass; the end of a grace period
+      // brings one too. A pod whose deletion this pass only plans has no
+      // deadline yet: its update will.
+      if (stopping.wait) p.Requeue(*stopping.wait);
     }
-    SetCondition(p.status, kCondSuspended, true, "JobSuspended",
-                 absl::StrCat("TrainingJob ", p.name, " is suspended."), p.now_str);
     SetCondition(p.status, kCondRunning, false, "JobSuspended", "", p.now_str);
     // A suspended job waits for no workers.
     SetCondition(p.status, kCondWaiting, false, "JobSuspended", "", p.now_str);

@@ -49,6 +49,7 @@
 #include "operator/controller/operator_metrics.h"
 #include "operator/controller/replica_builder.h"
 #include "operator/controller/stall_tracker.h"
+#include "operator/controller/stopped_checkpoints.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/logger.h"
 #include "operator/kube/object_cache.h"
@@ -85,6 +86,9 @@ struct ReconcilerDeps {
   // The progress poller's readings of running jobs (stall_tracker.h), for
   // the Stalled condition and runPolicy.stallPolicy; null: no stall watch.
   StallTracker* stalls = nullptr;
+  // Checkpoints stopped replicas reported in pod events (pods a pass may no
+  // longer find in the cache); null: only the cached pods are read.
+  StoppedCheckpoints* stopped_checkpoints = nullptr;
   // Called with the TrainingJob the API returned after a status write
   // (write-through into the jobs cache); may be empty.
   std::function<void(const kube::Json&)> job_written;

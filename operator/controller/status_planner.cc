@@ -87,4 +87,45 @@ bool RecordLastFailure(api::JobStatus& status, const FailedReplica& f, const std
   return true;
 }
 
+bool RecordLastCheckpoint(api::JobStatus& status, const std::string& replica,
+                          const api::CheckpointMessage& m, const std::string& now) {
+  const std::optional<api::LastCheckpoint>& last = status.last_checkpoint;
+  if (last && (last->step > m.step || (last->step == m.step && last->path == m.path))) {
+    return false;
+  }
+  status.last_checkpoint = api::LastCheckpoint{m.step, replica, m.path, now};
+  return true;
+}
+
+bool RecordStoppedPodCheckpoints(api::JobStatus& status, const ReplicaObjects& pods,
+                                 const std::string& now) {
+  bool changed = false;
+  for (const auto& [key, pod] : pods) {
+    std::optional<api::CheckpointMessage> m = StoppedPodCheckpoint(*pod);
+    if (!m) continue;
+    const std::string replica = absl::StrCat(api::ReplicaTypeLower(key.first), "-", key.second);
+    changed = RecordLastCheckpoint(status, replica, *m, now) || changed;
+  }
+  return changed;
+}
+
+SuspendWait PodsStillStopping(const ReplicaObjects& pods, absl::Time now) {
+  SuspendWait out;
+  for (const auto& [key, pod] : pods) {
+    const std::string phase = PodPhase(*pod);
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    if (kube::IsBeingDeleted(*pod)) {
+      // deletionTimestamp is the end of the grace period.
+      std::optional<int64_t> us =
+          kube::ParseTimeMicros(kube::StringAt(*pod, {"metadata", "deletionTimestamp"}));
+      if (!us) continue;
+      const absl::Time end = absl::FromUnixMicros(*us);
+      if (now >= end) continue;
+      if (!out.wait || end - now < *out.wait) out.wait = end - now;
+    }
+    out.pods.push_back(kube::Name(*pod));
+  }
+  return out;
+}
+
 }  // namespace kubetrain::controller

@@ -43,6 +43,7 @@ struct TrainingJobController::Impl {
   std::unique_ptr<kube::Informer> nodes;  // options.watch_nodes
   std::unique_ptr<kube::WorkQueue> queue;
   Expectations expectations;
+  StoppedCheckpoints stopped_checkpoints;
   EventRecorder events;
   std::unique_ptr<Reconciler> reconciler;
   // After the reconciler: destroyed (threads joined) before it.
@@ -94,14 +95,19 @@ struct TrainingJobController::Impl {
             queue->Add(*key);
           }
         },
-        [this](const kube::ObjectPtr& old_obj, const kube::ObjectPtr& new_obj) {
+        [this, pods_informer](const kube::ObjectPtr& old_obj, const kube::ObjectPtr& new_obj) {
           if (old_obj == new_obj) return;  // resync: the job informer covers it
-          if (auto key = OwnerKey(*new_obj)) queue->Add(*key);
+          if (auto key = OwnerKey(*new_obj)) {
+            if (pods_informer) stopped_checkpoints.Observe(*key, *new_obj);
+            queue->Add(*key);
+          }
         },
         [this, pods_informer](const kube::ObjectPtr& o) {
           if (auto key = OwnerKey(*o)) {
-            if (pods_informer)
+            if (pods_informer) {
               expectations.DeletionObserved(PodExpectationKey(*key), kube::Uid(*o));
+              stopped_checkpoints.Observe(*key, *o);
+            }
             queue->Add(*key);
           }
         }});
@@ -265,6 +271,7 @@ absl::Status TrainingJobController::Start() {
   deps.pod_groups = m.pod_groups ? &m.pod_groups->cache() : nullptr;
   deps.nodes = m.nodes ? &m.nodes->cache() : nullptr;
   deps.expectations = &m.expectations;
+  deps.stopped_checkpoints = &m.stopped_checkpoints;
   if (m.options.action_threads > 0) {
     m.runner = std::make_unique<ActionRunner>(
         m.options.action_threads,

@@ -109,6 +109,19 @@ class Exchange {
   virtual absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) {
     return absl::UnimplementedError(absl::StrCat(name(), " cannot queue a step on the device"));
   }
+
+  // Training stops early (SIGTERM: a deleted pod, a suspended job):
+  // writes the checkpoint this replica is responsible for now, of `params`
+  // (the parameters after the last completed step, whose number `step`
+  // is: the next step to run), and returns its path; "" when this replica
+  // writes none (other allreduce ranks, a parameter-server client, no
+  // checkpoint directory). Called on the trainer's thread, after the last
+  // Step returned (the in-flight one may have failed: its update was never
+  // applied). Errors: the write's (the caller asked for this checkpoint and
+  // must know it does not exist).
+  virtual absl::StatusOr<std::string> CheckpointNow(int64_t step, std::span<const float> params) {
+    return std::string();
+  }
 };
 
 }  // namespace kubetrain::exchange

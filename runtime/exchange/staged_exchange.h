@@ -36,6 +36,11 @@ class StagedExchange final : public Exchange {
   absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
                                std::span<float> params) override;
   absl::Status Finish() override { return inner_.Finish(); }
+  // The inner exchange's, of the host copy of the last parameters it
+  // returned (`params`, on the device, are the same values).
+  absl::StatusOr<std::string> CheckpointNow(int64_t step, std::span<const float> params) override {
+    return inner_.CheckpointNow(step, host_params_.span());
+  }
 
  private:
   StagedExchange(Exchange& inner, ComputeDevice& device, int64_t size, DeviceBuffer host_params,

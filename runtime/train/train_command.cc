@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/checkpoint_message.h"
 #include "api/cluster_spec.h"
 #include "api/env_vars.h"
 #include "api/exit_codes.h"
@@ -41,6 +42,7 @@
 #include "runtime/tensor/compute_device.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/pod_devices.h"
+#include "runtime/train/stop_request.h"
 
 namespace kubetrain::train {
 namespace {
@@ -181,7 +183,7 @@ absl::StatusOr<Role> ParseRole(const std::string& tf_config) {
 
 int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode& mode,
           ProgressReporter& log, metrics::RuntimeMetrics* metrics, std::ostream& err,
-          const Clock& clock) {
+          const Clock& clock, std::string* termination_message) {
   const std::string& address = role.ps[static_cast<size_t>(role.tf.task_index)];
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
@@ -220,6 +222,11 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
   so.data_plane = o.ps_data_plane == "tcp";
   so.shard.pipeline = o.ps_pipeline;
   so.metrics = metrics;
+  so.on_stop_checkpoint = [termination_message](int64_t step, const std::string& path) {
+    if (termination_message != nullptr) {
+      *termination_message = api::FormatCheckpointMessage({step, path});
+    }
+  };
   return ps::RunParameterServer(so, clock, [&log](const std::string& m) { log.Info(m); });
 }
 
@@ -228,7 +235,7 @@ int RunPs(const TrainCommandOptions& o, const Role& role, const ps::ExchangeMode
 // its own kubetrain-port, evaluates and checkpoints.
 int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireDType dtype,
                        ProgressReporter& progress, metrics::RuntimeMetrics* metrics,
-                       std::ostream& err, const Clock& clock) {
+                       std::ostream& err, const Clock& clock, std::string* termination_message) {
   auto fail = [&](const absl::Status& s) {
     err << "kubetrain: error: " << role.name << ": " << s.message() << std::endl;
     return ExitCodeFor(s);
@@ -318,13 +325,21 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
                              " exchange=allreduce"));
   allreduce::AllreduceExchange exchange(ao, *schedule, clock,
                                         [&progress](const std::string& m) { progress.Info(m); });
-  // SIGTERM/SIGINT (a deleted pod, Ctrl-C): tell the other ranks who is
-  // leaving and why, then exit 128+signal.
+  // SIGTERM/SIGINT (a deleted pod, a preemption, a suspended job, Ctrl-C):
+  // while training runs, ask it to stop at the next step boundary (rank 0
+  // then checkpoints) and tell the other ranks who is leaving and why; the
+  // process exits 128+signal once the trainer has stopped. Before training
+  // begins, after it ends, or at a second signal: exit 128+signal at once.
   absl::StatusOr<std::unique_ptr<launcher::SignalWatcher>> signals =
       launcher::SignalWatcher::Install(/*interrupts=*/true);
   if (!signals.ok()) return fail(signals.status());
+  StopRequest stop;
+  // Written before stop.Request (whose mutex orders it for the trainer's
+  // thread), read after the trainer saw the request.
+  std::atomic<int> stop_signal{0};
   std::atomic<bool> finished{false};
   std::thread watcher([&] {
+    bool stopping = false;
     while (!finished) {
       pollfd p{(*signals)->fd(), POLLIN, 0};
       if (poll(&p, 1, 200) <= 0) continue;
@@ -332,6 +347,17 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
         if (sig != SIGTERM && sig != SIGINT) continue;
         const std::string why =
             absl::StrCat(role.name, " stopped by signal ", sig, " (", strsignal(sig), ")");
+        if (!stopping) {
+          stop_signal = sig;
+          if (stop.Request(sig == SIGTERM ? "SIGTERM" : "SIGINT")) {
+            stopping = true;
+            progress.Info(
+                absl::StrCat(why, "; stopping at the next step boundary",
+                             rank0 && !o.checkpoint_dir.empty() ? " to write a checkpoint" : ""));
+            exchange.Leave(why);
+            continue;
+          }
+        }
         exchange.Leave(why);
         err << "kubetrain: " << why << "; exiting" << std::endl;
         std::cout.flush();
@@ -353,8 +379,27 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
   to.elastic = ao.reform && ao.max_workers > 0;
   to.metrics = metrics;
   to.lr_for_step = [&exchange](int64_t step) { return exchange.LearningRate(step); };
+  to.stop = &stop;
   Trainer trainer(pod->replicas(), exchange, train, rank0 ? &test : nullptr, to, progress, clock);
   absl::StatusOr<TrainResult> result = trainer.Run();
+  if (stop.requested() && stop_signal != 0) {
+    // Stopped on purpose: a retryable exit whatever happened (a replacement
+    // resumes from the newest checkpoint), never a permanent failure.
+    if (!result.ok()) {
+      fail(result.status());
+      return ExitForSignal(stop_signal);
+    }
+    if (result->stopped) {
+      const StopOutcome& s = *result->stopped;
+      if (termination_message != nullptr) {
+        *termination_message = !s.checkpoint_path.empty()
+                                   ? api::FormatCheckpointMessage({s.step, s.checkpoint_path})
+                                   : absl::StrCat("kubetrain: stopped at step ", s.step, " (",
+                                                  s.cause, "); rank 0 writes the checkpoint");
+      }
+      return ExitForSignal(stop_signal);
+    }
+  }
   if (!result.ok()) return fail(result.status());
   // Every rank prints the same checksum when the ranks stayed in lockstep.
   if (absl::Status s = ReportFinalParameters(*model, progress); !s.ok()) return fail(s);
@@ -658,7 +703,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainCommandOptions& o, std::ostre
 }
 
 int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostream& err,
-                    const Clock& clock) {
+                    const Clock& clock, std::string* termination_message) {
   SetBlasThreads(o.threads);
   absl::StatusOr<LogFormat> format = ParseLogFormat(o.log_format);
   if (!format.ok()) {
@@ -694,13 +739,16 @@ int RunTrainCommand(const TrainCommandOptions& o, std::ostream& out, std::ostrea
     return kExitPermanent;
   }
   ReplicaMetrics m = StartMetrics(o, &*role, progress);
-  if (type == "ps") return RunPs(o, *role, *mode, progress, m.metrics.get(), err, clock);
+  if (type == "ps") {
+    return RunPs(o, *role, *mode, progress, m.metrics.get(), err, clock, termination_message);
+  }
   if (type == "worker" || type == "chief") {
     switch (role->backend) {
       case exchange::ExchangeBackend::kParameterServer:
         return RunPsWorker(o, *role, *mode, *dtype, progress, m.metrics.get(), err, clock);
       case exchange::ExchangeBackend::kAllreduce:
-        return RunAllreduceWorker(o, *role, *dtype, progress, m.metrics.get(), err, clock);
+        return RunAllreduceWorker(o, *role, *dtype, progress, m.metrics.get(), err, clock,
+                                  termination_message);
       case exchange::ExchangeBackend::kLocal:
         break;  // a cluster always has a distributed backend
     }

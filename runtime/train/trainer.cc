@@ -251,6 +251,20 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   }
   absl::StatusOr<int64_t> start = exchange_.Start(model_.params());
   if (!start.ok()) return start.status();
+  // From here a stop request is honoured at a step boundary (until the loop
+  // ends, on every way out).
+  struct TrainingLoop {
+    StopRequest* stop;
+    explicit TrainingLoop(StopRequest* s) : stop(s) {
+      if (stop != nullptr) stop->BeginTraining();
+    }
+    void End() {
+      if (stop != nullptr) stop->EndTraining();
+      stop = nullptr;
+    }
+    ~TrainingLoop() { End(); }
+  } training_loop(opt_.stop);
+  auto stop_requested = [this] { return opt_.stop != nullptr && opt_.stop->requested(); };
   if (replicas > 1) {
     if (absl::Status s = BroadcastParams(); !s.ok()) return s;
   }
@@ -450,6 +464,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
 
   while (!finished()) {
+    // A step boundary: the parameters are those after step `step`.
+    if (stop_requested()) return StopAt(step, std::move(result), t0);
     const double step_t0 = clock_.NowSeconds();
     const int64_t batch_epoch = sampler->epoch();
     exchange_.SetDataPosition({sampler->epoch(), sampler->cursor()});
@@ -592,6 +608,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       compute_t1 = clock_.NowSeconds();
       next = exchange_.Step(step, model_.grads(), model_.params());
     }
+    if (!next.ok() && stop_requested()) {
+      // Stopping made the step fail (this replica left the world, or the
+      // others did): its update was never applied, the parameters are still
+      // those after `step`.
+      progress_.Info(
+          absl::StrCat("step ", step + 1, " ended by the stop: ", next.status().message()));
+      return StopAt(step, std::move(result), t0);
+    }
     if (!next.ok()) {
       // What this replica was doing, for the line people read first (and
       // the pod's termination message): the exchange says whom it lost.
@@ -726,6 +750,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       epoch_t0 = clock_.NowSeconds();
     }
   }
+  // No boundary comes any more: a signal now ends the process at once.
+  training_loop.End();
   if (absl::Status s = exchange_.Finish(); !s.ok()) return s;
   if (absl::Status s = CheckReplicasIdentical(); !s.ok()) return s;
 
@@ -739,6 +765,28 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     result.test = *ev;
     if (m != nullptr) m->SetEvaluation(result.test.loss, result.test.accuracy);
   }
+  return result;
+}
+
+absl::StatusOr<TrainResult> Trainer::StopAt(int64_t step, TrainResult result, double t0) {
+  const std::string cause = opt_.stop->cause();
+  const double c0 = clock_.NowSeconds();
+  absl::StatusOr<std::string> path = exchange_.CheckpointNow(step, model_.params());
+  if (!path.ok()) {
+    return absl::Status(path.status().code(),
+                        absl::StrCat("checkpoint at step ", step, " (", cause,
+                                     ") not written: ", path.status().message()));
+  }
+  if (path->empty()) {
+    progress_.Info(absl::StrCat("stopped at step ", step, " (", cause,
+                                "); this replica writes no checkpoint"));
+  } else {
+    progress_.Info(absl::StrFormat("checkpoint at step %d written in %.2f s (%s): %s", step,
+                                   clock_.NowSeconds() - c0, cause, *path));
+  }
+  result.stopped = StopOutcome{step, *path, cause};
+  result.steps = step;
+  result.seconds = clock_.NowSeconds() - t0;
   return result;
 }
 

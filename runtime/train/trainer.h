@@ -24,6 +24,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +36,7 @@
 #include "runtime/metrics/runtime_metrics.h"
 #include "runtime/nn/model.h"
 #include "runtime/train/progress_reporter.h"
+#include "runtime/train/stop_request.h"
 
 namespace kubetrain::train {
 
@@ -64,6 +67,12 @@ struct TrainerOptions {
   // Borrowed; nullptr records nothing. Per step: counters and histograms;
   // about once a second: loss, accuracy, samples/s and learning rate.
   metrics::RuntimeMetrics* metrics = nullptr;
+  // Borrowed; nullptr: never stops early. Once requested (a signal
+  // watcher's thread), training stops at the next step boundary, or when
+  // the step in flight fails, and the exchange checkpoints the parameters
+  // of the last completed step (Exchange::CheckpointNow); Run then returns
+  // a result with `stopped` set instead of finishing.
+  StopRequest* stop = nullptr;
 };
 
 struct EvalResult {
@@ -72,7 +81,15 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// How training ended when a StopRequest stopped it early.
+struct StopOutcome {
+  int64_t step = 0;             // the next step to run: the checkpoint's step
+  std::string checkpoint_path;  // "" when this replica writes none
+  std::string cause;            // StopRequest::cause(), e.g. "SIGTERM"
+};
+
 struct TrainResult {
+  std::optional<StopOutcome> stopped;  // set: stopped early, not finished
   int64_t steps = 0;
   double train_loss = 0;      // last epoch's mean
   double train_accuracy = 0;  // last epoch's mean
@@ -124,6 +141,9 @@ class Trainer {
   // After training: every replica holds replica 0's parameters, bit for
   // bit (Internal naming the replica otherwise).
   absl::Status CheckReplicasIdentical();
+  // A requested stop at `step` (the last completed one's next): the
+  // exchange's checkpoint, logged, into `result`.
+  absl::StatusOr<TrainResult> StopAt(int64_t step, TrainResult result, double t0);
 
   PodReplicas pod_;
   nn::Model& model_;  // replica 0

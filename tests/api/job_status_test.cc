@@ -134,6 +134,8 @@ TEST(JobStatusTest, TheOperatorsStatusFixtureRoundTrips) {
   EXPECT_EQ(s.conditions.size(), 3u);
   EXPECT_EQ(s.replica_statuses.size(), 2u);
   EXPECT_EQ(s.last_failure->exit_code, 137);
+  EXPECT_EQ(s.last_checkpoint->step, 1200);
+  EXPECT_EQ(s.last_checkpoint->replica, "worker-0");
   EXPECT_EQ(StatusToJson(s).dump(), stored.dump());
 }
 

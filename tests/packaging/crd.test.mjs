@@ -244,6 +244,7 @@ const STATUS_WRITERS = {
   'api/job_status.cc': {
     out: 'status', condition: 'status.conditions[]', replica: 'status.replicaStatuses.*',
     failure: 'status.lastFailure', progress: 'status.progress',
+    checkpoint: 'status.lastCheckpoint',
   },
   'operator/controller/reconciler.cc': {object: ''},
   'operator/controller/progress_poller.cc': {progress: 'status.progress', patch: '', desired: 'status'},

@@ -649,6 +649,19 @@ absl::Status NodeAgent::SyncOnce() {
       }
       if (!AnyRunning(run)) {
         ReleaseNetwork(run);
+        // The terminal status before the deletion, as the kubelet writes it
+        // (since Kubernetes 1.27): watchers see how the containers ended,
+        // their termination messages included (a stopped replica's
+        // checkpoint, the operator's status.lastCheckpoint).
+        Json status = BuildStatus(run);
+        if (status != run.last_status) {
+          if (absl::Status p = api_.PatchPodStatus(run.ns, run.name, status); p.ok()) {
+            run.last_status = std::move(status);
+          } else {
+            logger_.Warning(kLog,
+                            absl::StrCat("status of ", run.ns, "/", run.name, ": ", p.message()));
+          }
+        }
         absl::Status s = api_.DeletePod(run.ns, run.name, run.uid);
         if (s.ok()) {
           logger_.Info(kLog, absl::StrCat(run.ns, "/", run.name, " stopped and deleted"));

@@ -1055,4 +1055,23 @@ absl::Status AllreduceExchange::Finish() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> AllreduceExchange::CheckpointNow(int64_t step,
+                                                             std::span<const float> params) {
+  if (options_.rank != 0 || !checkpoints_.enabled()) return std::string();
+  if (optimizer_ == nullptr) return absl::FailedPreconditionError("CheckpointNow before Start");
+  if (mode_ == Mode::kDevice) {
+    absl::MutexLock l(&mu_);
+    while (!JoinWatchedLocked()) cv_.Wait(&mu_);
+    if (!error_.ok()) {
+      return absl::AbortedError(
+          absl::StrCat("no checkpoint at step ", step,
+                       ": the last step's collectives failed after its update was queued (",
+                       error_.message(), ")"));
+    }
+  }
+  std::vector<std::vector<float>> host;
+  auto fill = [&](exchange::CheckpointContents& c) { return FillCheckpoint(params, host, c); };
+  return checkpoints_.WriteNow(step, fill);
+}
+
 }  // namespace kubetrain::allreduce

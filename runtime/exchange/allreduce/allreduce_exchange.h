@@ -178,6 +178,16 @@ class AllreduceExchange final : public exchange::Exchange {
   // Buckets whose allreduce started before Step() was called, in total.
   int64_t buckets_started_early() const { return early_.load(); }
 
+  // Training stops early (SIGTERM): rank 0 with a checkpoint directory
+  // writes a checkpoint of `params` at `step` now (CheckpointPolicy's
+  // WriteNow: its failure is returned); other ranks return "". With NCCL,
+  // where the update is queued before the step's collectives are seen to
+  // finish, it first waits for the communication thread to see the last
+  // step's, and refuses (Aborted) when they failed: the parameters may then
+  // hold a partial sum, and the newest periodic checkpoint stands.
+  absl::StatusOr<std::string> CheckpointNow(int64_t step, std::span<const float> params) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // The ring: connected to the neighbours of this generation.
   absl::Status ConnectRing(const v1::JoinResponse& world, exchange::TcpListener& listener);

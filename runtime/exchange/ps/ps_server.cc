@@ -7,6 +7,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "api/exit_codes.h"
 #include "base/stop_signals.h"
@@ -89,6 +90,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
   if (options.on_listening) options.on_listening(port);
 
   int exit_code = kExitSuccess;
+  int stop_signal = 0;
   // After the workers finish, an evaluator (expected from the cluster spec,
   // or seen polling) gets up to this long to be told so before the PS goes
   // away: it may be between evaluations or still starting, which on a loaded
@@ -107,6 +109,7 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     if (sig > 0) {
       log(absl::StrCat("received signal ", sig, "; checkpointing and stopping"));
       exit_code = ExitForSignal(sig);
+      stop_signal = sig;
       break;
     }
     if (shard.finished()) {
@@ -130,8 +133,17 @@ int RunParameterServer(const PsServerOptions& options, const Clock& clock,
     }
   }
   if (!shard_options.checkpoint_dir.empty()) {
-    absl::StatusOr<std::string> path = shard.WriteCheckpointNow();
-    if (!path.ok()) log(absl::StrCat("final checkpoint skipped: ", path.status().message()));
+    const double t0 = clock.NowSeconds();
+    int64_t step = 0;
+    absl::StatusOr<std::string> path = shard.WriteCheckpointNow(&step);
+    if (!path.ok()) {
+      log(absl::StrCat("final checkpoint skipped: ", path.status().message()));
+    } else if (stop_signal != 0) {
+      log(absl::StrFormat("checkpoint at step %d written in %.2f s (%s): %s", step,
+                          clock.NowSeconds() - t0, stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+                          *path));
+      if (options.on_stop_checkpoint) options.on_stop_checkpoint(step, *path);
+    }
   }
   shard.Abort(absl::UnavailableError("parameter server is shutting down"));
   if (data_server != nullptr) data_server->Stop();

@@ -5,12 +5,15 @@
 //    evaluator in the cluster, once it has been told (at most 30 s more);
 //  - kExitPeerLost when a worker was silent longer than the peer timeout
 //    (waiting workers get Aborted naming it);
-//  - 128+sig on SIGTERM/SIGINT, after a final checkpoint and a clean stop.
+//  - 128+sig on SIGTERM/SIGINT, after a final checkpoint and a clean stop
+//    (logged as "checkpoint at step N written in X s (SIGTERM): PATH" and
+//    handed to options.on_stop_checkpoint).
 // Call from main before other threads start (it blocks SIGTERM/SIGINT in
 // the calling thread so every gRPC thread inherits the mask).
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVER_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_PS_PS_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -35,6 +38,10 @@ struct PsServerOptions {
   // Borrowed; nullptr records nothing. Also gets workers connected and
   // stalled peers from the server loop.
   metrics::RuntimeMetrics* metrics = nullptr;
+  // After SIGTERM/SIGINT, once the shard's checkpoint is written: its step
+  // and path (the caller's termination message). Not called when there is
+  // no checkpoint directory or the write failed.
+  std::function<void(int64_t step, const std::string& path)> on_stop_checkpoint;
 };
 
 // A worker silent this long (or half the peer timeout, if shorter) counts

@@ -602,7 +602,7 @@ absl::Status PsShard::FillCheckpointLocked(exchange::CheckpointContents& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> PsShard::WriteCheckpointNow() {
+absl::StatusOr<std::string> PsShard::WriteCheckpointNow(int64_t* step) {
   absl::MutexLock lock(&mu_);
   if (!checkpoints_.enabled()) {
     return absl::FailedPreconditionError("no --checkpoint-dir configured");
@@ -611,6 +611,7 @@ absl::StatusOr<std::string> PsShard::WriteCheckpointNow() {
   // Mid-round, the optimizer state is partly the next step's: write the
   // step before it, then apply the round's chunks again.
   policy_->SuspendRound(params_);
+  if (step != nullptr) *step = params_.global_step();
   absl::StatusOr<std::string> path = checkpoints_.WriteNow(
       params_.global_step(), [this](exchange::CheckpointContents& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                  mu_) { return FillCheckpointLocked(c); });

@@ -206,7 +206,9 @@ class PsShard {
   // has yet been told the job finished: the server lingers so it can be.
   bool ObserverWaitingForTheEnd() const;
 
-  absl::StatusOr<std::string> WriteCheckpointNow();
+  // Writes a checkpoint now; returns its path, and sets `*step` (when not
+  // null) to the global step it holds.
+  absl::StatusOr<std::string> WriteCheckpointNow(int64_t* step = nullptr);
 
   // Wakes every waiter with `status` and refuses further work.
   void Abort(const absl::Status& status);

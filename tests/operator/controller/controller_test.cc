@@ -415,6 +415,91 @@ TEST_F(ControllerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
   EXPECT_TRUE(WaitForEvent("sus", "Resumed"));
 }
 
+// Suspend deletes the pods with their grace period; the job counts as
+// Suspended only once they have ended, and status.lastCheckpoint holds the
+// checkpoint the stopped worker reported in its termination message, read
+// from the pod's last status even though the pod is gone by then.
+TEST_F(ControllerTest, SuspendWaitsForThePodsAndRecordsTheirCheckpoint) {
+  // A node for the pod: a bound pod is deleted gracefully (a kubelet stops it).
+  const std::string node = absl::StrCat(ns(), "-ckpt");
+  ASSERT_TRUE(
+      client()
+          .Create(kube::kNodes, "",
+                  Json{{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}})
+          .ok());
+  struct DeleteNode {
+    kube::KubeClient& client;
+    std::string node;
+    ~DeleteNode() { (void)client.Delete(kube::kNodes, "", node, kube::DeleteOptions{}); }
+  } delete_node{client(), node};
+  const std::string t = kube::FormatTime(absl::ToUnixMicros(absl::Now()));
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kNodes, "", node,
+                              Json{{"status",
+                                    {{"conditions", Json::array({{{"type", "Ready"},
+                                                                  {"status", "True"},
+                                                                  {"lastHeartbeatTime", t},
+                                                                  {"lastTransitionTime", t}}})}}}},
+                              "status")
+                  .ok());
+  StartController();
+  CreateJob(MakeJob("ck", 0, 1));
+  ASSERT_TRUE(WaitForPods("ck", 1));
+  const Json binding{{"apiVersion", "v1"},
+                     {"kind", "Binding"},
+                     {"metadata", {{"name", "ck-worker-0"}, {"namespace", ns()}}},
+                     {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  ASSERT_TRUE(
+      client().CreateSubresource(kube::kPods, ns(), "ck-worker-0", "binding", binding).ok());
+  SetAllRunning("ck");
+  ASSERT_TRUE(WaitForCondition("ck", kCondRunning));
+  ASSERT_TRUE(client()
+                  .MergePatch(kube::kTrainingJobs, ns(), "ck",
+                              Json{{"spec", {{"runPolicy", {{"suspend", true}}}}}})
+                  .ok());
+  // The pod is being deleted, within its 30 s grace period: not suspended yet.
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<Json> pod = client().Get(kube::kPods, ns(), "ck-worker-0");
+    return pod.ok() && kube::IsBeingDeleted(*pod);
+  }));
+  ASSERT_TRUE(WaitFor([&] { return !IsConditionTrue(Status("ck"), kCondRunning); }));
+  EXPECT_FALSE(IsConditionTrue(Status("ck"), kCondSuspended));
+  // The kubelet's stand-in: the runtime checkpointed and exited 143; its
+  // final status, then the pod's removal.
+  PatchPodStatus("ck-worker-0",
+                 Json{{"phase", "Failed"},
+                      {"containerStatuses",
+                       Json::array({{{"name", "kubetrain"},
+                                     {"ready", false},
+                                     {"restartCount", 0},
+                                     {"state",
+                                      {{"terminated",
+                                        {{"exitCode", 143},
+                                         {"reason", "Error"},
+                                         {"message",
+                                          "kubetrain: checkpoint step=1200 "
+                                          "path=/ckpt/ckpt-000000001200.ckpt\n"}}}}}}})}});
+  kube::DeleteOptions now;
+  now.grace_period_seconds = 0;
+  ASSERT_TRUE(client().Delete(kube::kPods, ns(), "ck-worker-0", now).ok());
+  ASSERT_TRUE(WaitForCondition("ck", kCondSuspended));
+  const Json status = Status("ck");
+  ASSERT_TRUE(status.contains("lastCheckpoint")) << status.dump();
+  EXPECT_EQ(status["lastCheckpoint"]["step"], 1200);
+  EXPECT_EQ(status["lastCheckpoint"]["replica"], "worker-0");
+  EXPECT_EQ(status["lastCheckpoint"]["path"], "/ckpt/ckpt-000000001200.ckpt");
+  bool named = false;
+  for (const Json& c : status["conditions"]) {
+    if (c["type"] == kCondSuspended) {
+      EXPECT_EQ(c["message"],
+                "TrainingJob ck is suspended with a checkpoint at step 1200 (worker-0).");
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << status.dump();
+  EXPECT_TRUE(WaitForEvent("ck", "Suspended"));
+}
+
 TEST_F(ControllerTest, CleanPodPolicyAllAndNone) {
   StartController();
   CreateJob(MakeJob("all", 1, 2, Json{{"spec", {{"runPolicy", {{"cleanPodPolicy", "All"}}}}}}));

@@ -112,5 +112,60 @@ TEST(StatusPlannerTest, AFailureWithoutAnExitHasNoExitCode) {
   EXPECT_EQ(last["reason"], "NodeLost");
 }
 
+// Replica `type`-`index` of job "j" whose container ended with `message`.
+kube::ObjectPtr Stopped(const std::string& type, int index, const std::string& message,
+                        const char* which = "state") {
+  Json pod = *Pod(type, index, {.phase = "Failed"});
+  pod["status"]["containerStatuses"] = Json::array(
+      {{{"name", "c"},
+        {which,
+         {{"terminated", {{"exitCode", 143}, {"reason", "Error"}, {"message", message}}}}}}});
+  return std::make_shared<const Json>(std::move(pod));
+}
+
+TEST(StatusPlannerTest, LastCheckpointIsTheNewestStepAStoppedReplicaReported) {
+  api::JobStatus status;
+  ReplicaObjects pods;
+  pods[{ReplicaType::kPS, 0}] =
+      Stopped("ps", 0, "kubetrain: checkpoint step=40 path=/ckpt/ps-0/ckpt-40");
+  pods[{ReplicaType::kPS, 1}] =
+      Stopped("ps", 1, "kubetrain: checkpoint step=41 path=/ckpt/ps-1/ckpt-41", "lastState");
+  pods[{ReplicaType::kWorker, 0}] = Stopped("worker", 0, "kubetrain: error: worker-0: bad flag");
+  pods[{ReplicaType::kWorker, 1}] = Pod("worker", 1);
+  EXPECT_TRUE(RecordStoppedPodCheckpoints(status, pods, "2026-11-22T00:00:00Z"));
+  EXPECT_EQ(api::StatusToJson(status)["lastCheckpoint"],
+            Json::parse(R"({"step": 41, "replica": "ps-1", "path": "/ckpt/ps-1/ckpt-41",
+                            "time": "2026-11-22T00:00:00Z"})"));
+  // Seen again: nothing changes, the time stays.
+  EXPECT_FALSE(RecordStoppedPodCheckpoints(status, pods, "2026-11-22T00:01:00Z"));
+  EXPECT_EQ(status.last_checkpoint->time, "2026-11-22T00:00:00Z");
+  // An older step never replaces a newer one; a newer one does.
+  EXPECT_FALSE(RecordLastCheckpoint(status, "worker-0", {12, "/old"}, "2026-11-22T00:02:00Z"));
+  EXPECT_TRUE(RecordLastCheckpoint(status, "worker-0", {1200, "/new"}, "2026-11-22T00:03:00Z"));
+  EXPECT_EQ(*status.last_checkpoint,
+            (api::LastCheckpoint{1200, "worker-0", "/new", "2026-11-22T00:03:00Z"}));
+}
+
+TEST(StatusPlannerTest, ASuspendedJobWaitsForItsPodsWithinTheirGracePeriod) {
+  const absl::Time now = absl::FromUnixSeconds(1795305600);  // 2026-11-22T00:00:00Z
+  ReplicaObjects pods;
+  pods[{ReplicaType::kPS, 0}] = Pod("ps", 0, {.phase = "Failed"});
+  pods[{ReplicaType::kWorker, 0}] = Pod("worker", 0, {.phase = "Succeeded"});
+  EXPECT_TRUE(PodsStillStopping(pods, now).pods.empty()) << "ended pods are waited for by no one";
+  // Running, its deletion only planned: waited for, no deadline known yet.
+  pods[{ReplicaType::kWorker, 1}] = Pod("worker", 1);
+  // Being deleted until 00:00:20: waited for, 20 s at most.
+  Json deleting = *Pod("worker", 2, {.deleting = true});
+  deleting["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:20Z";
+  pods[{ReplicaType::kWorker, 2}] = std::make_shared<const Json>(deleting);
+  // Past the end of its grace period (Pod's deletionTimestamp is 00:00:00):
+  // the node-loss check's, not waited for.
+  pods[{ReplicaType::kWorker, 3}] = Pod("worker", 3, {.deleting = true});
+  const SuspendWait wait = PodsStillStopping(pods, now);
+  EXPECT_EQ(wait.pods, (std::vector<std::string>{"j-worker-1", "j-worker-2"}));
+  ASSERT_TRUE(wait.wait.has_value());
+  EXPECT_EQ(*wait.wait, absl::Seconds(20));
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

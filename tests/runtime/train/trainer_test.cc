@@ -148,6 +148,133 @@ TEST(Trainer, ALostPeerSaysWhatThisReplicaWasDoing) {
             "10.0.0.5:2222): no heartbeat for 31s");
 }
 
+// A signal watcher's stop request, arriving while step `at` runs (here
+// from inside the exchange, deterministically): the step completes or, with
+// `fail_step`, fails as a left world makes it; either way training stops at
+// the boundary and checkpoints the parameters of the last completed step.
+class StoppingExchange : public RecordingExchange {
+ public:
+  StoppingExchange(StopRequest& stop, int64_t at, bool fail_step)
+      : RecordingExchange(0), stop_(stop), at_(at), fail_step_(fail_step) {}
+  absl::StatusOr<int64_t> Step(int64_t step, std::span<const float> grads,
+                               std::span<float> params) override {
+    if (step == at_) {
+      accepted = stop_.Request("SIGTERM");
+      if (fail_step_) return absl::AbortedError("worker-1 left: stopped by signal 15");
+    }
+    absl::StatusOr<int64_t> next = RecordingExchange::Step(step, grads, params);
+    after_last_step.assign(params.begin(), params.end());
+    return next;
+  }
+  absl::StatusOr<std::string> CheckpointNow(int64_t step, std::span<const float> params) override {
+    checkpoint_step = step;
+    checkpoint_params.assign(params.begin(), params.end());
+    if (!write_error.ok()) return write_error;
+    return std::string("/ckpt/ckpt-") + std::to_string(step);
+  }
+  bool accepted = false;
+  std::vector<float> after_last_step;
+  int64_t checkpoint_step = -1;
+  std::vector<float> checkpoint_params;
+  absl::Status write_error;
+
+ private:
+  StopRequest& stop_;
+  const int64_t at_;
+  const bool fail_step_;
+};
+
+TEST(Trainer, AStopRequestEndsTrainingAtTheNextBoundaryWithACheckpoint) {
+  for (const bool fail_step : {false, true}) {
+    SCOPED_TRACE(fail_step ? "the step in flight fails" : "the step in flight completes");
+    data::Dataset train = Synthetic(400, 1);
+    auto model = SmallModel();
+    StopRequest stop;
+    StoppingExchange exchange(stop, /*at=*/4, fail_step);
+    std::ostringstream out;
+    ProgressReporter progress(out);
+    FakeClock clock;
+    Trainer t(*model, exchange, train, nullptr,
+              {.epochs = 2, .batch_size = 50, .seed = 3, .stop = &stop}, progress, clock);
+    absl::StatusOr<TrainResult> r = t.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(exchange.accepted) << "the loop did not take charge of the stop";
+    EXPECT_FALSE(stop.Request("SIGTERM")) << "the loop has ended: nobody stops any more";
+    // Completed: steps 0-4, stopped before 5; failed: 0-3 completed.
+    const int64_t expected = fail_step ? 4 : 5;
+    ASSERT_TRUE(r->stopped.has_value());
+    EXPECT_EQ(r->stopped->step, expected);
+    EXPECT_EQ(r->stopped->checkpoint_path, "/ckpt/ckpt-" + std::to_string(expected));
+    EXPECT_EQ(r->stopped->cause, "SIGTERM");
+    EXPECT_EQ(r->steps, expected);
+    EXPECT_EQ(exchange.checkpoint_step, expected);
+    EXPECT_EQ(exchange.checkpoint_params, exchange.after_last_step);
+    EXPECT_EQ(exchange.steps.back(), expected - 1);
+    EXPECT_FALSE(exchange.finished) << "a stopped replica must not finish the job";
+    EXPECT_THAT(out.str(),
+                HasSubstr("checkpoint at step " + std::to_string(expected) +
+                          " written in 0.00 s (SIGTERM): /ckpt/ckpt-" + std::to_string(expected)));
+  }
+}
+
+TEST(Trainer, AStoppedReplicaThatWritesNoCheckpointSaysSo) {
+  data::Dataset train = Synthetic(400, 1);
+  auto model = SmallModel();
+  StopRequest stop;
+  class NoCheckpoint : public StoppingExchange {
+   public:
+    using StoppingExchange::StoppingExchange;
+    absl::StatusOr<std::string> CheckpointNow(int64_t, std::span<const float>) override {
+      return std::string();
+    }
+  } exchange(stop, /*at=*/2, /*fail_step=*/true);
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, exchange, train, nullptr, {.epochs = 1, .batch_size = 50, .stop = &stop},
+            progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->stopped.has_value());
+  EXPECT_EQ(r->stopped->step, 2);
+  EXPECT_EQ(r->stopped->checkpoint_path, "");
+  EXPECT_THAT(out.str(),
+              HasSubstr("stopped at step 2 (SIGTERM); this replica writes no checkpoint"));
+}
+
+// The checkpoint that was asked for and could not be written is an error
+// with the write's code (the caller exits retryably: state was not saved).
+TEST(Trainer, AFailedStopCheckpointIsAnError) {
+  data::Dataset train = Synthetic(400, 1);
+  auto model = SmallModel();
+  StopRequest stop;
+  StoppingExchange exchange(stop, /*at=*/1, /*fail_step=*/false);
+  exchange.write_error = absl::ResourceExhaustedError("disk full");
+  std::ostringstream out;
+  ProgressReporter progress(out);
+  FakeClock clock;
+  Trainer t(*model, exchange, train, nullptr, {.epochs = 1, .batch_size = 50, .stop = &stop},
+            progress, clock);
+  absl::StatusOr<TrainResult> r = t.Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_EQ(r.status().message(), "checkpoint at step 2 (SIGTERM) not written: disk full");
+}
+
+// Before the loop begins and after it ends nobody honours a request: the
+// signal watcher ends the process itself.
+TEST(StopRequest, IsHonouredOnlyWhileTrainingRuns) {
+  StopRequest stop;
+  EXPECT_FALSE(stop.requested());
+  EXPECT_FALSE(stop.Request("SIGINT"));
+  EXPECT_TRUE(stop.requested());
+  stop.BeginTraining();
+  EXPECT_TRUE(stop.Request("SIGTERM"));
+  EXPECT_EQ(stop.cause(), "SIGINT") << "the first request's cause is kept";
+  stop.EndTraining();
+  EXPECT_FALSE(stop.Request("SIGTERM"));
+}
+
 TEST(Trainer, ShardsSeeDisjointHalves) {
   data::Dataset train = Synthetic(100, 1);
   for (int shard = 0; shard < 2; ++shard) {

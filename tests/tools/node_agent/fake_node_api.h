@@ -98,6 +98,10 @@ class FakeApi final : public NodeApi {
   }
   absl::Status DeletePod(const std::string& ns, const std::string& name,
                          const std::string&) override {
+    auto it = pods.find(ns + "/" + name);
+    if (it != pods.end() && it->second.contains("status")) {
+      final_status[ns + "/" + name] = it->second["status"];
+    }
     pods.erase(ns + "/" + name);
     deleted.push_back(ns + "/" + name);
     return absl::OkStatus();
@@ -114,6 +118,8 @@ class FakeApi final : public NodeApi {
   std::vector<nlohmann::json> services;
   std::map<std::string, std::string> keys;
   std::vector<std::string> bindings, deleted;
+  // Each deleted pod's last status, as watchers saw it before it went.
+  std::map<std::string, nlohmann::json> final_status;
   int status_patches = 0;
   int annotation_patches = 0;
 };

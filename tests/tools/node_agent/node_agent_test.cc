@@ -414,6 +414,32 @@ TEST_F(NodeAgentTest, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
   EXPECT_EQ(agent_->ActivePods(), 0);
 }
 
+// As the kubelet does: a deleted pod's terminal status, with how its
+// container ended (a replica stopped by SIGTERM names its checkpoint there),
+// is written before the pod is deleted, so watchers (the operator's
+// status.lastCheckpoint) see it.
+TEST_F(NodeAgentTest, ADeletedPodsTerminalStatusIsWrittenBeforeItGoes) {
+  Add(MakePod("w", "Never"));
+  Sync();
+  const int pid = launcher_.PidOf("w");
+  std::string file;
+  for (const auto& [k, v] : launcher_.launched.at(pid).env) {
+    if (k == "KUBETRAIN_TERMINATION_LOG") file = v;
+  }
+  ASSERT_FALSE(file.empty());
+  std::ofstream(file) << "kubetrain: checkpoint step=7 path=/ckpt/ckpt-7\n";
+  api_.pods["team/w"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  api_.pods["team/w"]["metadata"]["deletionGracePeriodSeconds"] = 30;
+  Sync();  // SIGTERM: it exits 143, is reaped, reported and deleted
+  EXPECT_THAT(launcher_.signals, ElementsAre(std::make_pair(pid, SIGTERM)));
+  EXPECT_THAT(api_.deleted, ElementsAre("team/w"));
+  const Json& status = api_.final_status.at("team/w");
+  EXPECT_EQ(status["phase"], "Failed");
+  const Json& terminated = status["containerStatuses"][0]["state"]["terminated"];
+  EXPECT_EQ(terminated["exitCode"], 143);
+  EXPECT_EQ(terminated["message"], "kubetrain: checkpoint step=7 path=/ckpt/ckpt-7\n");
+}
+
 TEST_F(NodeAgentTest, APodForceDeletedIsKilledAtOnce) {
   Add(MakePod("w", "Never"));
   Sync();

@@ -5,8 +5,10 @@
 // restarted job resumes from rank 0's checkpoint.
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -306,6 +308,99 @@ TEST(AllreduceExchange, ARestartedJobResumesFromRankZerosCheckpoint) {
     EXPECT_EQ(std::memcmp(second[r].data(), first[0].data(), n * sizeof(float)), 0)
         << "rank " << r << " did not resume rank 0's checkpointed parameters";
   }
+}
+
+// SIGTERM on every rank (a suspended job): rank 1 leaves, so rank 0's step
+// in flight fails; rank 0 then checkpoints the parameters of its last
+// completed step (CheckpointNow), rank 1 writes none, and the job started
+// again resumes exactly there.
+TEST(AllreduceExchange, CheckpointNowOnRankZeroIsWhereTheRestartResumes) {
+  data::testing_util::TempDir dir;
+  const int world = 2;
+  const int64_t n = 129;
+  const int kDone = 3;  // steps every rank completes before rank 1 leaves
+  std::vector<std::vector<float>> params(world, std::vector<float>(n));
+  std::vector<std::string> paths(world, "unset");
+  std::vector<float> saved;  // rank 0's parameters after its last completed step
+  std::atomic<bool> rank0_done{false};
+  {
+    const int port = FreePort();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        AllreduceExchangeOptions o = Options(world, r, port);
+        o.checkpoint_dir = dir.path();  // rank 1's is ignored: only rank 0 writes
+        o.checkpoint_every_steps = 1000;
+        o.checkpoint_every_seconds = 0;
+        o.total_steps = 100;
+        o.peer_timeout_seconds = 10;
+        AllreduceExchange ex(o, Constant(0.1f), TheClock(), [](const std::string&) {});
+        for (int64_t i = 0; i < n; ++i) params[r][i] = static_cast<float>(i % 5);
+        absl::StatusOr<int64_t> start = ex.Start(params[r]);
+        ASSERT_TRUE(start.ok()) << start.status();
+        int64_t step = *start;
+        std::vector<float> g(n);
+        for (int s = 0; s < kDone; ++s) {
+          for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, s, i);
+          absl::StatusOr<int64_t> next = ex.Step(step, g, params[r]);
+          ASSERT_TRUE(next.ok()) << next.status();
+          step = *next;
+        }
+        if (r == 1) {
+          // Once rank 0 has its last sum too (a ring rank may finish first).
+          ASSERT_TRUE(testing_util::WaitFor([&] { return rank0_done.load(); }));
+          ex.Leave("worker-1 stopped by signal 15 (Terminated)");
+        } else {
+          saved = params[0];
+          rank0_done = true;
+          // Rank 1 is gone: this step cannot complete, and applies nothing.
+          for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, kDone, i);
+          EXPECT_FALSE(ex.Step(step, g, params[r]).ok());
+          EXPECT_EQ(params[0], saved);
+        }
+        absl::StatusOr<std::string> path = ex.CheckpointNow(step, params[r]);
+        ASSERT_TRUE(path.ok()) << path.status();
+        paths[r] = *path;
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  EXPECT_EQ(paths[1], "");
+  ASSERT_NE(paths[0], "");
+  EXPECT_TRUE(std::filesystem::exists(paths[0])) << paths[0];
+
+  // The job again: both ranks start from rank 0's checkpoint.
+  std::vector<int64_t> resumed(world, -1);
+  std::vector<std::vector<float>> again(world, std::vector<float>(n, -1.0f));
+  const int port = FreePort();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      AllreduceExchangeOptions o = Options(world, r, port);
+      if (r == 0) o.checkpoint_dir = dir.path();
+      AllreduceExchange ex(o, Constant(0.1f), TheClock(), [](const std::string&) {});
+      absl::StatusOr<int64_t> start = ex.Start(again[r]);
+      ASSERT_TRUE(start.ok()) << start.status();
+      resumed[r] = *start;
+      ASSERT_TRUE(ex.Finish().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(resumed[r], kDone);
+    EXPECT_EQ(again[r], saved) << "rank " << r;
+  }
+}
+
+// A rank without a checkpoint directory writes none.
+TEST(AllreduceExchange, CheckpointNowWithoutADirectoryWritesNothing) {
+  AllreduceExchangeOptions o = Options(1, 0, FreePort());
+  AllreduceExchange ex(o, Constant(0.1f), TheClock(), [](const std::string&) {});
+  std::vector<float> params(8, 1.0f);
+  ASSERT_TRUE(ex.Start(params).ok());
+  absl::StatusOr<std::string> path = ex.CheckpointNow(0, params);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, "");
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 
 #include "gtest/gtest.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
+#include "runtime/exchange/checkpoint.h"
 #include "tests/runtime/exchange/allreduce/exchange_test_util.h"
 #include "tests/runtime/exchange/allreduce/ring_test_util.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/temp_files.h"
 
 namespace kubetrain::allreduce {
 namespace {
@@ -104,6 +106,55 @@ TEST_P(DeviceExchange, ADeviceCollectiveEndsWhereTheHostRingDoes) {
     // The communication thread watched every step's join (and Start's and
     // Finish's waited on their own).
     EXPECT_GE(waits[static_cast<size_t>(r)].load(), run.steps);
+  }
+}
+
+// SIGTERM with the parameters in a device's memory: CheckpointNow on rank 0
+// (after the communication thread saw the last step's collectives finish,
+// with the device collective) writes host copies of exactly the parameters
+// every rank ends with; the other ranks write none.
+TEST_P(DeviceExchange, CheckpointNowWritesTheDevicesParameters) {
+  const int world = GetParam();
+  for (const bool collective : {false, true}) {
+    SCOPED_TRACE(collective ? "device collective" : "staged ring");
+    data::testing_util::TempDir dir;
+    std::vector<testing::FakeDevice> gpus(static_cast<size_t>(world));
+    std::vector<std::unique_ptr<RingAllreduce>> rings = testing_util::MakeRing(world);
+    std::vector<std::atomic<int64_t>> waits(static_cast<size_t>(world));
+    RankRunOptions run;
+    run.world = world;
+    for (int r = 0; r < world; ++r) {
+      if (collective) gpus[static_cast<size_t>(r)].set_uuid(absl::StrCat("GPU-", r));
+      run.devices.push_back(&gpus[static_cast<size_t>(r)]);
+    }
+    run.customize = [&](int, AllreduceExchangeOptions& o) {
+      o.checkpoint_dir = dir.path();
+      o.checkpoint_every_steps = 1000;
+      o.checkpoint_every_seconds = 0;
+      o.total_steps = 100;
+      if (collective) {
+        o.device_collective_for_test = [&](int rank, int, const std::string&) {
+          return absl::StatusOr<std::unique_ptr<DeviceCollective>>(
+              std::make_unique<RingBackedDeviceCollective>(std::move(rings[rank]),
+                                                           &waits[static_cast<size_t>(rank)]));
+        };
+      }
+    };
+    std::vector<std::string> paths(static_cast<size_t>(world), "unset");
+    run.before_finish = [&](int r, AllreduceExchange& ex, std::span<const float> params) {
+      absl::StatusOr<std::string> path = ex.CheckpointNow(run.steps, params);
+      ASSERT_TRUE(path.ok()) << path.status();
+      paths[static_cast<size_t>(r)] = *path;
+    };
+    std::vector<RankResult> res = RunRanks(run);
+    for (int r = 0; r < world; ++r) ASSERT_TRUE(res[r].status.ok()) << res[r].status;
+    for (int r = 1; r < world; ++r) EXPECT_EQ(paths[static_cast<size_t>(r)], "");
+    absl::StatusOr<exchange::CheckpointData> ckpt =
+        exchange::LoadLatestCheckpoint(dir.path(), 0, 1, [](const std::string&) {});
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ(ckpt->path, paths[0]);
+    EXPECT_EQ(ckpt->header.global_step(), run.steps);
+    ExpectBitsEqual(res[0].params, ckpt->params, "checkpoint against rank 0's parameters");
   }
 }
 

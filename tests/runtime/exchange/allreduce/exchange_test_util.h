@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +81,9 @@ struct RankRunOptions {
   std::function<void(int rank, AllreduceExchangeOptions&)> customize;
   // Called on rank r's thread after each of its steps.
   std::function<void(int rank, int step)> after_step;
+  // Called on rank r's thread after its last step, before Finish, with its
+  // exchange and parameters (in the device's memory when it has one).
+  std::function<void(int rank, AllreduceExchange& ex, std::span<const float> params)> before_finish;
 };
 
 inline std::vector<RankResult> RunRanks(const RankRunOptions& run) {
@@ -144,6 +148,8 @@ inline std::vector<RankResult> RunRanks(const RankRunOptions& run) {
         }
         if (run.after_step) run.after_step(r, s);
       }
+      if (run.before_finish)
+        run.before_finish(r, ex, std::span<const float>(p, static_cast<size_t>(n)));
       res.status = ex.Finish();
       if (device != nullptr) {
         absl::Status c = device->CopyToHost(p, host_p.data(), host_p.size() * sizeof(float));

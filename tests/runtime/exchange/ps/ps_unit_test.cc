@@ -539,6 +539,33 @@ TEST(PsShard, AFailedPeriodicCheckpointIsLoggedAndARequestedOneFails) {
   EXPECT_THAT(Msg(now.status()), HasSubstr("not-a-directory"));
 }
 
+// The stopping PS's requested checkpoint (SIGTERM) says which step it holds:
+// what its log line and termination message report.
+TEST(PsShard, ARequestedCheckpointSaysItsStep) {
+  TempDir dir;
+  PsShardOptions o;
+  o.num_workers = 1;
+  o.checkpoint_dir = dir.path();
+  o.checkpoint_every_steps = 1000;
+  FakeClock clock;
+  PsShard shard(o, clock, [](const std::string&) {});
+  ASSERT_TRUE(shard.Register(0, 16, "").ok());
+  ASSERT_TRUE(shard.BeginStaging(0, 0, true).ok());
+  ASSERT_TRUE(shard.CommitInitialize(0, 0, 100).ok());
+  shard.EndStaging(0);
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(shard.BeginStaging(0, step, false).ok());
+    ASSERT_TRUE(shard.CommitPush(0, step).ok());
+    shard.EndStaging(0);
+  }
+  int64_t step = -1;
+  absl::StatusOr<std::string> path = shard.WriteCheckpointNow(&step);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(step, 3);
+  EXPECT_EQ(*path, exchange::ShardCheckpointDir(dir.path(), 0, 1) + "/ckpt-000000000003.ktc");
+  EXPECT_TRUE(std::filesystem::exists(*path));
+}
+
 TEST(PsShard, ObserversLongPollForProgressOrTheEnd) {
   PsShardOptions o;
   o.num_workers = 1;
