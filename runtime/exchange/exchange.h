@@ -84,9 +84,11 @@ class Exchange {
   // Elastic worlds: the world the data is sharded for now (after Start and
   // after each Step); nullopt: the one the trainer was configured with.
   virtual std::optional<Membership> CurrentMembership() const { return std::nullopt; }
-  // Before each Step: where the step's batch starts. A state handed to
-  // another replica (a re-formed world) carries it.
-  virtual void SetDataPosition(const DataPosition& position) {}
+  // Before Step(step): where its batch starts and where the next one does.
+  // A state handed to another replica (a re-formed world) and a checkpoint
+  // carry the position that goes with their step.
+  virtual void SetDataPosition(int64_t step, const DataPosition& start, const DataPosition& after) {
+  }
   // Where the state taken by the last Start or Step (one that did not
   // return step + 1) continues; nullopt: where its step says.
   virtual std::optional<DataPosition> TakenDataPosition() const { return std::nullopt; }

@@ -397,6 +397,14 @@ int RunAllreduceWorker(const TrainCommandOptions& o, const Role& role, v1::WireD
                                    : absl::StrCat("kubetrain: stopped at step ", s.step, " (",
                                                   s.cause, "); rank 0 writes the checkpoint");
       }
+      // A worker leaving an elastic world (a scale-down: the operator
+      // deletes the highest indexes) is done, not failed: the others go on
+      // without it. Worker 0 keeps 128+signal: its exit 0 is the job's
+      // success.
+      if (to.elastic && rank != 0) {
+        progress.Info(absl::StrCat(role.name, " left the elastic world at step ", s.step));
+        return kExitSuccess;
+      }
       return ExitForSignal(stop_signal);
     }
   }

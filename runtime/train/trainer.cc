@@ -468,7 +468,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     if (stop_requested()) return StopAt(step, std::move(result), t0);
     const double step_t0 = clock_.NowSeconds();
     const int64_t batch_epoch = sampler->epoch();
-    exchange_.SetDataPosition({sampler->epoch(), sampler->cursor()});
+    const exchange::DataPosition batch_start{sampler->epoch(), sampler->cursor()};
     if (resident && resident->epoch != sampler->epoch()) {
       LoadEpochOrder(device, *sampler, sampler->epoch(), *resident);
       if (scalars != nullptr) {
@@ -482,6 +482,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     const int64_t batch_in_epoch = sampler->batch_in_epoch();
     std::span<const int64_t> idx = sampler->NextBatch();
+    exchange_.SetDataPosition(step, batch_start, {sampler->epoch(), sampler->cursor()});
     const int64_t n = static_cast<int64_t>(idx.size());
     absl::StatusOr<int64_t> next;
     double compute_t1 = 0;

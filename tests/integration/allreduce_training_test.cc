@@ -341,7 +341,9 @@ TEST_F(AllreduceTraining, AnElasticWorldGrowsFromTwoToFourAndShrinksToThree) {
         return std::regex_search(o, std::regex("generation [0-9]+ formed at step [0-9]+: world 4"));
       },
       std::chrono::seconds(120)))
-      << job.Output("worker", 0);
+      << job.Output("worker", 0) << "\n== worker-2\n"
+      << job.Output("worker", 2) << "\n== worker-3\n"
+      << job.Output("worker", 3);
   ASSERT_TRUE(job.WaitForOutput(
       "worker", 3,
       [](const std::string& o) { return o.find("progress step=") != std::string::npos; },
@@ -355,6 +357,9 @@ TEST_F(AllreduceTraining, AnElasticWorldGrowsFromTwoToFourAndShrinksToThree) {
       },
       std::chrono::seconds(120)))
       << job.Output("worker", 0);
+  // The leaver is done, not failed.
+  EXPECT_EQ(job.Wait("worker", 3, std::chrono::seconds(60)), 0) << job.Output("worker", 3);
+  EXPECT_THAT(job.Output("worker", 3), HasSubstr("worker-3 left the elastic world at step"));
   for (int w : {0, 1, 2}) {
     EXPECT_EQ(job.Wait("worker", w, std::chrono::seconds(300)), 0) << job.Output("worker", w);
   }

@@ -531,7 +531,9 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
   // The root's step, optimizer step count and data position (epoch and
   // cursor; -1: derive it from the step), as int64 bits in a float buffer
   // (a broadcast copies bits exactly).
-  int64_t meta[4] = {*step, optimizer_->steps(), position_.epoch, position_.cursor};
+  const std::optional<exchange::DataPosition> position = PositionAt(*step);
+  int64_t meta[4] = {*step, optimizer_->steps(), position ? position->epoch : -1,
+                     position ? position->cursor : -1};
   const auto states = optimizer_->State();  // in the device's memory
   if (load_checkpoint || *step == 0) {
     meta[0] = meta[1] = 0;
@@ -564,6 +566,10 @@ absl::Status AllreduceExchange::BroadcastState(std::span<float> params, int64_t*
       }
       meta[0] = h.global_step();
       meta[1] = h.optimizer_steps();
+      if (ckpt->data_position) {
+        meta[2] = ckpt->data_position->epoch;
+        meta[3] = ckpt->data_position->cursor;
+      }
       log_(absl::StrCat("restored ", ckpt->path, " (step ", h.global_step(), ")"));
     } else if (!absl::IsNotFound(ckpt.status())) {
       return ckpt.status();
@@ -881,6 +887,18 @@ absl::StatusOr<int64_t> AllreduceExchange::Step(int64_t step, std::span<const fl
     }
     optimizer_->Apply(params, grads, lr, 1.0f);
   } else {
+    // The generation may be over without this step's links breaking (a
+    // joiner, a leaver that had not sent yet, a loss the rendezvous found):
+    // the heartbeat said so. The step before was applied whole.
+    if (absl::Status over = client_->AbortStatus(); !over.ok() && options_.reform) {
+      int64_t state_step = step;
+      if (mode_ == Mode::kDevice) {
+        absl::MutexLock l(&mu_);
+        while (!JoinWatchedLocked()) cv_.Wait(&mu_);
+        if (!error_.ok()) state_step = -1;  // its update may have read a partial sum
+      }
+      return Reform(params, state_step, over);
+    }
     const int all = static_cast<int>(plan_->buckets().size());
     Launch(all, grads.data());
     absl::Status error;
@@ -938,7 +956,9 @@ absl::StatusOr<int64_t> AllreduceExchange::AfterUpdate(int64_t step,
   // step. A periodic one that fails is logged and tried again later
   // (checkpoint_policy.h).
   std::vector<std::vector<float>> host;
-  auto fill = [&](exchange::CheckpointContents& c) { return FillCheckpoint(params, host, c); };
+  auto fill = [&](exchange::CheckpointContents& c) {
+    return FillCheckpoint(next, params, host, c);
+  };
   if (next == options_.total_steps) {
     if (absl::StatusOr<std::string> path = checkpoints_.WriteNow(next, fill); !path.ok()) {
       return path.status();
@@ -982,13 +1002,21 @@ absl::StatusOr<int64_t> AllreduceExchange::StepQueued(int64_t step, std::span<co
   return AfterUpdate(step, params);
 }
 
-absl::Status AllreduceExchange::FillCheckpoint(std::span<const float> params,
+std::optional<exchange::DataPosition> AllreduceExchange::PositionAt(int64_t step) const {
+  if (position_step_ < 0) return std::nullopt;
+  if (step == position_step_) return position_;
+  if (step == position_step_ + 1) return position_after_;
+  return std::nullopt;
+}
+
+absl::Status AllreduceExchange::FillCheckpoint(int64_t step, std::span<const float> params,
                                                std::vector<std::vector<float>>& host,
                                                exchange::CheckpointContents& c) {
   c.num_params = static_cast<int64_t>(params.size());
   c.total_steps = options_.total_steps;
   c.optimizer = options_.optimizer.kind;
   c.optimizer_steps = optimizer_->steps();
+  c.data_position = PositionAt(step);
   // Device tensors are written from host copies (the copy waits for the
   // step's queued update).
   auto readable = [&](std::span<const float> data) -> absl::StatusOr<std::span<const float>> {
@@ -1070,7 +1098,9 @@ absl::StatusOr<std::string> AllreduceExchange::CheckpointNow(int64_t step,
     }
   }
   std::vector<std::vector<float>> host;
-  auto fill = [&](exchange::CheckpointContents& c) { return FillCheckpoint(params, host, c); };
+  auto fill = [&](exchange::CheckpointContents& c) {
+    return FillCheckpoint(step, params, host, c);
+  };
   return checkpoints_.WriteNow(step, fill);
 }
 

@@ -162,7 +162,12 @@ class AllreduceExchange final : public exchange::Exchange {
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(joined_mu_);
 
   std::optional<exchange::Membership> CurrentMembership() const override;
-  void SetDataPosition(const exchange::DataPosition& position) override { position_ = position; }
+  void SetDataPosition(int64_t step, const exchange::DataPosition& start,
+                       const exchange::DataPosition& after) override {
+    position_step_ = step;
+    position_ = start;
+    position_after_ = after;
+  }
   std::optional<exchange::DataPosition> TakenDataPosition() const override { return taken_; }
 
   // The learning rate of `step` in the current world.
@@ -212,7 +217,8 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::Status BroadcastDeviceSpan(std::span<float> data, int root);
   // A checkpoint's contents: the parameters and optimizer state, copied
   // into `host` first when they are in a device's memory.
-  absl::Status FillCheckpoint(std::span<const float> params, std::vector<std::vector<float>>& host,
+  absl::Status FillCheckpoint(int64_t step, std::span<const float> params,
+                              std::vector<std::vector<float>>& host,
                               exchange::CheckpointContents& c);
   // Step's host part after its update: a checkpoint when one is due, and
   // at the last step.
@@ -277,7 +283,11 @@ class AllreduceExchange final : public exchange::Exchange {
   // The trainer's data position before the step in flight, and the one the
   // state taken at the last formed generation carries (nullopt: unknown,
   // derive it from the step).
-  exchange::DataPosition position_;
+  int64_t position_step_ = -1;
+  exchange::DataPosition position_, position_after_;
+  // The data position that goes with a state at `step` (before step
+  // `step` runs), where the trainer said it.
+  std::optional<exchange::DataPosition> PositionAt(int64_t step) const;
   std::optional<exchange::DataPosition> taken_;
   bool on_gpu_ = false;
   bool nccl_compiled_ = false;

@@ -205,6 +205,17 @@ void RendezvousService::CheckSilentRanks(double now) {
   }
 }
 
+bool RendezvousService::InWorldLocked(int index, uint64_t incarnation) const {
+  const int r = RankOfIndex(index);
+  return formed_ && r >= 0 && world_[static_cast<size_t>(r)].info.incarnation() == incarnation;
+}
+
+bool RendezvousService::ReplacedLocked(int index, uint64_t incarnation) const {
+  auto it = pending_.find(index);
+  return !InWorldLocked(index, incarnation) &&
+         (it == pending_.end() || it->second.info.incarnation() != incarnation);
+}
+
 grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                                      v1::JoinResponse* resp) {
   if (grpc::Status s = exchange::CheckToken(*ctx, options_.token); !s.ok()) return s;
@@ -266,15 +277,8 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
   pending_[index] = std::move(m);
   if (forming_since_ < 0) forming_since_ = now;
   TryForm(now);
-  auto mine = [&] {
-    const int r = RankOfIndex(index);
-    return formed_ && r >= 0 && world_[static_cast<size_t>(r)].info.incarnation() == incarnation;
-  };
-  auto replaced = [&] {
-    auto it = pending_.find(index);
-    return !mine() && (it == pending_.end() || it->second.info.incarnation() != incarnation);
-  };
-  while (!mine() && !closed_ && !ctx->IsCancelled() && !replaced()) {
+  while (!InWorldLocked(index, incarnation) && !closed_ && !ctx->IsCancelled() &&
+         !ReplacedLocked(index, incarnation)) {
     if (clock_.NowSeconds() - forming_since_ > options_.join_timeout_seconds) {
       const std::string missing = MissingRanks();
       return exchange::ToGrpc(RendezvousIncompleteError(
@@ -285,7 +289,7 @@ grpc::Status RendezvousService::Join(grpc::ServerContext* ctx, const v1::JoinReq
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
     TryForm(clock_.NowSeconds());
   }
-  if (!mine()) {
+  if (!InWorldLocked(index, incarnation)) {
     // Still waiting when its call ended: a retry of this process finds its
     // place kept (same incarnation) until the world forms.
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, closed_

@@ -103,6 +103,11 @@ class RendezvousService final : public v1::Rendezvous::Service {
   // Forms the next generation from pending_ when it has whom it waits for.
   void TryForm(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckSilentRanks(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The running generation holds replica `index` as the process
+  // `incarnation`.
+  bool InWorldLocked(int index, uint64_t incarnation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A later join of replica `index` took the place of `incarnation`'s.
+  bool ReplacedLocked(int index, uint64_t incarnation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank but rank 0 (the caller) and the lost one has confirmed the
   // abort reason.

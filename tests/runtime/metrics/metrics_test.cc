@@ -35,6 +35,8 @@ RuntimeMetricsOptions AllRoles() {
 
 // Every family recorded once, so every series exists.
 void RecordEverything(RuntimeMetrics& m) {
+  m.SetWorld(3, 2, {"worker-0", "worker-1", "worker-2"});
+  m.AddMembershipChanges(RuntimeMetrics::MembershipChange::kJoined, 1);
   m.RecordStep({.step_seconds = 0.01,
                 .compute_seconds = 0.007,
                 .exchange_seconds = 0.003,

@@ -124,7 +124,8 @@ TEST_P(DeviceExchange, CheckpointNowWritesTheDevicesParameters) {
     RankRunOptions run;
     run.world = world;
     for (int r = 0; r < world; ++r) {
-      if (collective) gpus[static_cast<size_t>(r)].set_uuid(absl::StrCat("GPU-", r));
+      // A GPU each ("NCCL"), or one shared by every rank (the staged ring).
+      gpus[static_cast<size_t>(r)].set_uuid(collective ? absl::StrCat("GPU-", r) : "GPU-shared");
       run.devices.push_back(&gpus[static_cast<size_t>(r)]);
     }
     run.customize = [&](int, AllreduceExchangeOptions& o) {
