@@ -23,12 +23,16 @@ log "worker-2 trains: $(pod_log $JOB-worker-2 | grep -m1 '^progress')"
 joined() { pod_log $JOB-ps-0 | grep -q "worker-2 joined at step"; }
 wait_until 30 "ps-0 to count worker-2" joined
 log "ps-0: $(pod_log $JOB-ps-0 | grep -m1 'worker-2 joined at step')"
-wait_job $JOB 400
+at=$(current_step $JOB-worker-0)
+wait_until 120 "worker-0 to train 100 more steps" step_at_least $JOB-worker-0 $((at + 100))
+# Checked while the job runs: cleanPodPolicy Running deletes what still runs when it succeeds.
 for p in ps-0 worker-0 worker-1; do
   [ "$(uid $p)" = "${before[$p]}" ] || fail "$p was replaced"
   [ "$(restarts $p)" = 0 ] || fail "$p restarted"
 done
+log "the PS and workers 0-1 kept their pods, restartCount 0"
+wait_job $JOB 400
+[ "$(k get tj $JOB -n "$NS" -o jsonpath='{.status.restartCount}')" = 0 ] || fail "the job counted restarts"
 events=$(k get events -n "$NS" -o jsonpath='{.items[*].message}')
 if grep -q "code 129" <<<"$events"; then fail "a replica exited 129 (lost peer): $events"; fi
-log "the PS and workers 0-1 kept their pods, restartCount 0"
 assert_accuracy $JOB-worker-0
