@@ -4,7 +4,7 @@
 # emulator; the operator; the node agent), in one run.
 #
 # Each round runs the same allreduce job (examples/fmnist-allreduce.yaml with --workers
-# replicas, --log-every 10, a checkpoint every 50 steps) twice: once with --on-peer-loss reform
+# replicas, --log-every 10, a checkpoint every --checkpoint-every steps) twice: once with --on-peer-loss reform
 # (the default: the survivors re-form the world and the lost pod's replacement takes their
 # state) and once with --on-peer-loss exit (before issue 29: every rank exits 129, the operator
 # recreates every pod, worker-0 restores its newest checkpoint). When worker-0 has passed
@@ -13,19 +13,25 @@
 # "generation 2 formed"; exit: the first line of its new pod beyond that step). Pods recreated
 # counts the job's pods whose UID changed.
 #
-#   bench/recovery.sh [--rounds 3] [--workers 3] [--kill-at 200] [--state DIR]
+#   bench/recovery.sh [--rounds 3] [--workers 3] [--kill-at 200] [--checkpoint-every 50]
+#                     [--state DIR]
+#
+# The whole-job restart loses the steps since the newest checkpoint: --kill-at half of
+# --checkpoint-every past a multiple of it is the mean loss for a kill at a random time
+# (--checkpoint-every 500 --kill-at 250: the runtime's default cadence).
 #
 # Prints one row per run, then the medians and their ratio (reform / exit). Needs a build
 # (BUILD_DIR, default build) and root for the node agent's network namespaces (without root it
 # falls back to loopback and says so). Stops the cluster it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 workers=3 kill_at=200 state=/tmp/kubetrain-recovery
+rounds=3 workers=3 kill_at=200 every=50 state=/tmp/kubetrain-recovery
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift ;;
     --workers) workers=$2; shift ;;
     --kill-at) kill_at=$2; shift ;;
+    --checkpoint-every) every=$2; shift ;;
     --state) state=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set /!p}' "$0"; exit 0 ;;
     *) echo "recovery.sh: unknown argument $1" >&2; exit 2 ;;
@@ -52,7 +58,7 @@ pid_of() {  # the node agent's pid of the pod's container, once its state is the
 }
 job() {  # job MODE: the job's YAML
   sed -e "s|replicas: 2|replicas: $workers|" \
-      -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"40\", \"--log-every\", \"10\", \"--on-peer-loss\", \"$1\", \"--checkpoint-dir\", \"/tmp/$JOB-$1-ckpt\", \"--checkpoint-every-steps\", \"50\"|" \
+      -e "s|\"--epochs\", \"[0-9]*\"|\"--epochs\", \"40\", \"--log-every\", \"10\", \"--on-peer-loss\", \"$1\", \"--checkpoint-dir\", \"/tmp/$JOB-$1-ckpt\", \"--checkpoint-every-steps\", \"$every\"|" \
       examples/fmnist-allreduce.yaml
 }
 wait_for() {  # wait_for SECONDS WHAT COMMAND...
