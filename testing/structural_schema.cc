@@ -1,11 +1,14 @@
 #include "testing/structural_schema.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/yaml_json.h"
 
@@ -324,6 +327,9 @@ absl::StatusOr<StructuralSchema> StructuralSchema::FromCrd(const json& crd,
     }
     s.version_ = name;
     s.schema_ = *schema;
+    const json scale = v.value("subresources", json::object()).value("scale", json::object());
+    s.spec_replicas_path_ = scale.value("specReplicasPath", std::string());
+    s.status_replicas_path_ = scale.value("statusReplicasPath", std::string());
     return s;
   }
   return absl::NotFoundError(
@@ -342,9 +348,78 @@ void StructuralSchema::PruneAndDefault(json& object) const {
   for (auto& [k, v] : keep.items()) object[k] = std::move(v);
 }
 
+namespace {
+
+// How Go's %v and %T print a decoded JSON value.
+std::string GoValue(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d == std::floor(d) && std::fabs(d) < 1e21) return absl::StrCat(static_cast<int64_t>(d));
+    return absl::StrCat(d);
+  }
+  if (v.is_array()) {
+    std::vector<std::string> parts;
+    for (const json& e : v) parts.push_back(GoValue(e));
+    return absl::StrCat("[", absl::StrJoin(parts, " "), "]");
+  }
+  if (v.is_object()) return "map[...]";
+  return v.dump();
+}
+
+std::string GoType(const json& v) {
+  if (v.is_string()) return "string";
+  if (v.is_number_float()) return "float64";
+  if (v.is_number()) return "int64";
+  if (v.is_boolean()) return "bool";
+  if (v.is_array()) return "[]interface {}";
+  if (v.is_object()) return "map[string]interface {}";
+  return "<nil>";
+}
+
+}  // namespace
+
+std::vector<SchemaViolation> StructuralSchema::ValidateScalePath(const json& object,
+                                                                 const std::string& path) const {
+  if (path.empty()) return {};
+  const std::vector<std::string> fields =
+      absl::StrSplit(absl::StripPrefix(path, "."), '.', absl::SkipEmpty());
+  auto invalid = [&](const std::string& value, const std::string& message) {
+    return std::vector<SchemaViolation>{
+        {"FieldValueInvalid", absl::StrCat("Invalid value: ", value, ": ", message), path}};
+  };
+  const json* at = &object;
+  std::string walked;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    absl::StrAppend(&walked, ".", fields[i]);
+    if (!at->is_object()) return {};
+    auto it = at->find(fields[i]);
+    if (it == at->end() || it->is_null()) return {};  // not found: no error, as NestedInt64
+    if (i + 1 < fields.size() && !it->is_object()) {
+      // Go names the field it could not look up, inside the value that is no map.
+      return invalid(
+          "0", absl::StrCat(walked, ".", fields[i + 1], " accessor error: ", GoValue(*it),
+                            " is of the type ", GoType(*it), ", expected map[string]interface{}"));
+    }
+    at = &*it;
+  }
+  if (!at->is_number_integer()) {
+    return invalid("0", absl::StrCat(walked, " accessor error: ", GoValue(*at), " is of the type ",
+                                     GoType(*at), ", expected int64"));
+  }
+  const int64_t n =
+      at->is_number_unsigned() && at->get<uint64_t>() > INT64_MAX ? INT64_MAX : at->get<int64_t>();
+  if (n < 0) return invalid(absl::StrCat(n), "should be a non-negative integer");
+  if (n > 2147483647) return invalid(absl::StrCat(n), "should be less than or equal to 2147483647");
+  return {};
+}
+
 std::vector<SchemaViolation> StructuralSchema::Validate(const json& object) const {
   std::vector<SchemaViolation> out;
   Validator(&out).Check(object, schema_, "");
+  for (const std::string* path : {&spec_replicas_path_, &status_replicas_path_}) {
+    for (SchemaViolation& v : ValidateScalePath(object, *path)) out.push_back(std::move(v));
+  }
   return out;
 }
 

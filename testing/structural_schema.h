@@ -57,8 +57,14 @@ class StructuralSchema {
  private:
   StructuralSchema() = default;
 
+  // subresources.scale's replicas paths ("" without the subresource): a
+  // real server also checks that each holds an int64 in [0, 2^31) (its
+  // ValidateScaleSpec/ValidateScaleStatus, with Go's NestedInt64 errors).
+  std::vector<SchemaViolation> ValidateScalePath(const nlohmann::json& object,
+                                                 const std::string& path) const;
   std::string group_, plural_, kind_, version_;
   nlohmann::json schema_;
+  std::string spec_replicas_path_, status_replicas_path_;
 };
 
 }  // namespace kubetrain::testing

@@ -94,18 +94,6 @@ class CurlMetricsFetcher final : public MetricsFetcher {
 
 // --- reading the page ---
 
-// Whether `sample` belongs to the replica: each constant label it carries
-// equals the expected value (an expected "" accepts anything).
-bool SampleMatches(const PrometheusSample& sample,
-                   const std::vector<std::pair<std::string, std::string>>& expected) {
-  for (const auto& [label, want] : expected) {
-    auto it = sample.labels.find(label);
-    if (it == sample.labels.end() || want.empty()) continue;
-    if (it->second != want) return false;
-  }
-  return true;
-}
-
 std::optional<double> FindValue(const PrometheusExposition& page, const std::string& name,
                                 const std::vector<std::pair<std::string, std::string>>& expected) {
   for (const PrometheusSample& sample : page.samples) {

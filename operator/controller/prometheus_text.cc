@@ -297,4 +297,14 @@ absl::StatusOr<PrometheusExposition> ParsePrometheusText(absl::string_view text)
   return Parser().Parse(text);
 }
 
+bool SampleMatches(const PrometheusSample& sample,
+                   const std::vector<std::pair<std::string, std::string>>& expected) {
+  for (const auto& [label, want] : expected) {
+    auto it = sample.labels.find(label);
+    if (it == sample.labels.end() || want.empty()) continue;
+    if (it->second != want) return false;
+  }
+  return true;
+}
+
 }  // namespace kubetrain::controller

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,11 @@ struct PrometheusExposition {
 // skipped. A second HELP or TYPE line for one family is an error, as in
 // Prometheus' own parser.
 absl::StatusOr<PrometheusExposition> ParsePrometheusText(absl::string_view text);
+
+// Whether `sample` belongs to a replica: each of these labels it carries
+// equals the expected value (an expected "" accepts anything).
+bool SampleMatches(const PrometheusSample& sample,
+                   const std::vector<std::pair<std::string, std::string>>& expected);
 
 }  // namespace kubetrain::controller
 

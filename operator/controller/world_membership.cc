@@ -10,19 +10,6 @@
 #include "operator/kube/object.h"
 
 namespace kubetrain::controller {
-namespace {
-
-bool Matches(const PrometheusSample& sample,
-             const std::vector<std::pair<std::string, std::string>>& expected) {
-  for (const auto& [label, want] : expected) {
-    auto it = sample.labels.find(label);
-    if (it == sample.labels.end() || want.empty()) continue;
-    if (it->second != want) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 WorldReading WorldFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
                               const std::string& job_name) {
@@ -34,7 +21,7 @@ WorldReading WorldFromMetrics(const PrometheusExposition& page, const nlohmann::
   };
   WorldReading world;
   for (const PrometheusSample& sample : page.samples) {
-    if (!Matches(sample, expected) || !std::isfinite(sample.value)) continue;
+    if (!SampleMatches(sample, expected) || !std::isfinite(sample.value)) continue;
     // Counts beyond what the fields hold are no readings.
     if (sample.name == api::kMetricWorldSize && !world.size && sample.value >= 0 &&
         sample.value < 2147483647.0) {

@@ -60,7 +60,7 @@ assert_rows_moved "$E2E_STATE/$NS.rows"
 
 # The columns kubectl prints from the CRD's additionalPrinterColumns.
 header=$(k get tj -n "$NS" | head -1 | tr -s ' ')
-[ "$header" = "NAME STATUS STEP LOSS ACCURACY AGE" ] || fail "kubectl get tj header: '$header'"
+[ "$header" = "NAME STATUS STEP LOSS ACCURACY WORLD AGE" ] || fail "kubectl get tj header: '$header'"
 read -r name status step loss acc age < <(k get tj "$JOB" -n "$NS" --no-headers)
 log "kubectl get tj: $name $status $step $loss $acc $age"
 [ "$status" = Succeeded ] || fail "STATUS column is '$status', not Succeeded"

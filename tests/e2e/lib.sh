@@ -182,13 +182,14 @@ record_tj_rows() {
   watch_pid=$!
   until condition_true "$job" Succeeded || condition_true "$job" Failed; do
     [ $SECONDS -lt $deadline ] || { kill $watch_pid 2>/dev/null; fail "$job did not finish within $3 s"; }
-    # NAME STATUS STEP LOSS ACCURACY AGE, once progress has values
-    k get tj "$job" -n "$NS" --no-headers 2>/dev/null | awk 'NF == 6 {print $3, $4, $5}' >>"$rows" || true
+    # NAME STATUS STEP LOSS ACCURACY [WORLD] AGE, once progress has values (WORLD: an
+    # allreduce job's world size, blank for PS jobs)
+    k get tj "$job" -n "$NS" --no-headers 2>/dev/null | awk 'NF == 6 || NF == 7 {print $3, $4, $5}' >>"$rows" || true
     sleep 1
   done
   kill $watch_pid 2>/dev/null || true
   wait $watch_pid 2>/dev/null || true
-  awk 'NF == 6 {print $3, $4, $5}' "$rows.watch" >>"$rows"
+  awk 'NF == 6 || NF == 7 {print $3, $4, $5}' "$rows.watch" >>"$rows"
 }
 assert_rows_moved() {  # assert_rows_moved FILE
   local moving

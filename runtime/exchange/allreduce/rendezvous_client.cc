@@ -189,23 +189,29 @@ int RendezvousClient::lost_rank() const {
   return lost_rank_;
 }
 
-absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& reason) {
-  if (absl::Status s = AbortStatus(); !s.ok()) return s;
+grpc::Status RendezvousClient::SendAbort(int lost_rank, const std::string& reason, bool leaving,
+                                         int* rank, v1::AbortResponse* resp) {
   v1::AbortRequest req;
-  int rank;
   {
     absl::MutexLock l(&mu_);
     req.set_generation(generation_);
-    rank = rank_;
+    *rank = rank_;
   }
-  req.set_rank(rank);
-  req.set_lost_rank(lost_rank);
+  req.set_rank(*rank);
+  req.set_lost_rank(leaving ? *rank : lost_rank);
   req.set_reason(reason);
+  req.set_leaving(leaving);
   grpc::ClientContext ctx;
   exchange::AddToken(&ctx, options_.token);
   ctx.set_deadline(In(2));
+  return stub_->Abort(&ctx, req, resp);
+}
+
+absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& reason) {
+  if (absl::Status s = AbortStatus(); !s.ok()) return s;
+  int rank;
   v1::AbortResponse resp;
-  grpc::Status s = stub_->Abort(&ctx, req, &resp);
+  grpc::Status s = SendAbort(lost_rank, reason, /*leaving=*/false, &rank, &resp);
   if (s.ok() && !resp.abort_reason().empty()) {
     SetAbort(resp.lost_rank(), resp.abort_reason());
   } else if (!s.ok() && rank != 0) {
@@ -219,24 +225,12 @@ absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& rea
 }
 
 void RendezvousClient::Leave(const std::string& reason) {
-  v1::AbortRequest req;
   int rank;
-  {
-    absl::MutexLock l(&mu_);
-    req.set_generation(generation_);
-    rank = rank_;
-  }
-  req.set_rank(rank);
-  req.set_lost_rank(rank);
-  req.set_reason(reason);
-  req.set_leaving(true);
-  grpc::ClientContext ctx;
-  exchange::AddToken(&ctx, options_.token);
-  ctx.set_deadline(In(2));
   v1::AbortResponse resp;
-  grpc::Status s = stub_->Abort(&ctx, req, &resp);
-  if (!s.ok())
+  grpc::Status s = SendAbort(-1, reason, /*leaving=*/true, &rank, &resp);
+  if (!s.ok()) {
     log_(absl::StrCat("could not tell the rendezvous that this rank leaves: ", s.error_message()));
+  }
   SetAbort(rank, absl::StrCat(options_.name, " leaves: ", reason));
 }
 

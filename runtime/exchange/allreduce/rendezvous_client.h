@@ -85,6 +85,9 @@ class RendezvousClient {
 
  private:
   void HeartbeatLoop(uint64_t generation, int rank) ABSL_LOCKS_EXCLUDED(mu_);
+  // The Abort call for this rank of the current generation (sets *rank).
+  grpc::Status SendAbort(int lost_rank, const std::string& reason, bool leaving, int* rank,
+                         v1::AbortResponse* resp) ABSL_LOCKS_EXCLUDED(mu_);
   void SetAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // The heartbeat thread has to act now: stop, or confirm an abort reason.
   bool HeartbeatDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
