@@ -31,6 +31,10 @@ class Dropout : public Layer {
     seed_ = seed;
     calls_ = 0;
   }
+  // The next training Forward on the host counter is call `calls`: a
+  // trainer that moves to step s (a resume, a step run again) keeps the
+  // masks a function of the step.
+  void SetCalls(uint64_t calls) { calls_ = calls; }
   // Training forwards take their call number from `calls` (device memory,
   // advanced by the device: a captured step) instead of counting on the
   // host; nullptr counts on the host again.

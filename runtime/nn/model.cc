@@ -194,6 +194,12 @@ void Model::UseForwardCounter(const uint64_t* calls) {
   }
 }
 
+void Model::SetForwardCalls(uint64_t calls) {
+  for (const std::unique_ptr<Layer>& l : layers_) {
+    if (auto* d = dynamic_cast<Dropout*>(l.get())) d->SetCalls(calls);
+  }
+}
+
 TensorView Model::Forward(const float* inputs, int64_t batch, bool training) {
   device_->CopyToDevice(inputs, InputBuffer(batch),
                         static_cast<size_t>(batch * NumElements(input_shape_)) * sizeof(float));

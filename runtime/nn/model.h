@@ -58,6 +58,10 @@ class Model {
   // (device memory, advanced by the device: a captured step), not their
   // host counters; nullptr goes back to those.
   void UseForwardCounter(const uint64_t* calls);
+  // The dropout layers' next training forward (host counters) is number
+  // `calls`: the trainer sets the step it continues from, so a resumed or
+  // re-run step draws the masks an uninterrupted run would.
+  void SetForwardCalls(uint64_t calls);
 
   // Runs the batch {batch, input_shape...} (sample-major floats in host
   // memory) through the layers; returns the logits (device memory), valid

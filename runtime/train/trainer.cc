@@ -292,6 +292,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     sampler->SetPosition(step / per_epoch, step % per_epoch);
   }
   auto finished = [&] { return elastic ? sampler->epoch() >= opt_.epochs : step >= total_steps; };
+  // Dropout masks follow the step, whoever resumed or re-ran it.
+  auto align_dropout = [&](int64_t at_step) {
+    for (nn::Model* m : pod_.models) m->SetForwardCalls(static_cast<uint64_t>(at_step));
+  };
+  align_dropout(step);
 
   const int64_t d = train_.SampleSize();
   const int64_t classes = model_.output_shape()[0];
@@ -650,6 +655,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       sampler->SetPosition(std::min(*next, total_steps) / per_epoch,
                            std::min(*next, total_steps) % per_epoch);
     }
+    if (*next != step + 1) align_dropout(*next);
     step = elastic ? *next : std::min(*next, total_steps);
 
     window_samples += n;

@@ -274,6 +274,29 @@ TEST(Dropout, DropsAboutRateAndScalesKept) {
   EXPECT_EQ(x, y);
 }
 
+// A trainer that moves to step s (a resume, a step run again after the world
+// re-formed) sets the call number: the mask is the one training forward s of
+// an uninterrupted run draws, whatever this layer drew before.
+TEST(Dropout, SetCallsReplaysTheMaskOfThatForward) {
+  Dropout layer(0.5f);
+  ASSERT_TRUE(layer.Build({1000}).ok());
+  std::vector<float> x(1000, 1.0f), y(1000);
+  auto forward = [&] {
+    layer.Forward(TensorView(x.data(), {1, 1000}), TensorView(y.data(), {1, 1000}), true);
+    return y;
+  };
+  layer.Reseed(11);
+  std::vector<std::vector<float>> masks;
+  for (int call = 0; call < 4; ++call) masks.push_back(forward());
+  EXPECT_NE(masks[2], masks[3]);
+  layer.SetCalls(2);  // after four forwards: back to the third
+  EXPECT_EQ(forward(), masks[2]);
+  EXPECT_EQ(forward(), masks[3]);
+  layer.Reseed(11);
+  layer.SetCalls(3);  // a fresh process resuming at call 3
+  EXPECT_EQ(forward(), masks[3]);
+}
+
 TEST(GradientCheck, SoftmaxCrossEntropy) {
   std::mt19937_64 rng(8);
   const int64_t n = 4, k = 5;
