@@ -55,6 +55,12 @@ AllreduceExchange::AllreduceExchange(AllreduceExchangeOptions options, optim::Lr
                    clock_, log_, options_.metrics) {}
 
 AllreduceExchange::~AllreduceExchange() {
+  std::string leave;
+  {
+    absl::MutexLock l(&joined_mu_);
+    if (joined_) leave = leave_reason_;
+  }
+  if (!leave.empty()) client_->Leave(leave);
   // Rank 0 hosts the rendezvous: after a lost peer it stays until the other
   // ranks have the job-wide reason, or they would blame rank 0's exit.
   if (!options_.reform && server_ != nullptr && client_ != nullptr &&
@@ -85,6 +91,14 @@ void AllreduceExchange::Leave(const std::string& reason) {
     if (!joined_) return;
   }
   if (options_.reform) {
+    if (options_.max_workers > 0 && options_.rank != 0) {
+      // A scale-down: this rank finishes the step in flight with the others
+      // (its trainer stops at the boundary) and says it leaves as it goes
+      // (the destructor), so no step is aborted for it.
+      absl::MutexLock l(&joined_mu_);
+      leave_reason_ = reason;
+      return;
+    }
     client_->Leave(reason);
     return;
   }

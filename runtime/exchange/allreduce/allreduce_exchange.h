@@ -156,9 +156,11 @@ class AllreduceExchange final : public exchange::Exchange {
   // From another thread (a signal watcher): this rank is going away. From
   // then on a failing step fails (no re-forming). Tells rank 0 why: with
   // `reform` the others re-form without this rank (or wait for its
-  // replacement); without, every other rank exits naming it, and rank 0
-  // waits (at most 5 s) until the others have that reason. Thread-safe; a
-  // no-op for rank 0's word before the world has formed.
+  // replacement) — a worker other than worker 0 of an elastic world tells
+  // it only as the exchange goes (after its trainer finished the step in
+  // flight); without, every other rank exits naming it, and rank 0 waits
+  // (at most 5 s) until the others have that reason. Thread-safe; a no-op
+  // for rank 0's word before the world has formed.
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(joined_mu_);
 
   std::optional<exchange::Membership> CurrentMembership() const override;
@@ -314,6 +316,9 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::Mutex joined_mu_;
   // Leave reads client_ and server_ once this is true: Start set them before.
   bool joined_ ABSL_GUARDED_BY(joined_mu_) = false;
+  // Leave's reason, told the rendezvous as this rank goes (an elastic
+  // world's leaver finishes its step first).
+  std::string leave_reason_ ABSL_GUARDED_BY(joined_mu_);
   // Each rank's data address, from the rendezvous (written by Start
   // before the communication thread runs).
   std::vector<std::string> addresses_;
