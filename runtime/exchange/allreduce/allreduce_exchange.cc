@@ -231,14 +231,17 @@ absl::StatusOr<int64_t> AllreduceExchange::Start(std::span<float> params) {
   log_(absl::StrCat(co.name, ": joining the allreduce rendezvous at ",
                     index == 0 ? absl::StrCat("port ", server_->port()) : rendezvous, " (rank ",
                     index, " of ", world, ", tensors on ", device_->info().Id(), ")"));
-  return FormWorld(params, /*state_step=*/-1, /*last_generation=*/0);
+  FormStage stage;
+  return FormWorld(params, /*state_step=*/-1, /*last_generation=*/0, &stage);
 }
 
 absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, int64_t state_step,
-                                                     uint64_t last_generation) {
+                                                     uint64_t last_generation, FormStage* stage) {
+  *stage = FormStage::kJoin;
   const std::string& me = name_;
   absl::StatusOr<v1::JoinResponse> joined = client_->Join(state_step, last_generation);
   if (!joined.ok()) return joined.status();
+  *stage = FormStage::kConnect;
   const int world = joined->ranks_size();
   if (!options_.reform && static_cast<size_t>(world) != options_.names.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the rendezvous answered a world of ", world,
@@ -252,6 +255,7 @@ absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, in
     return absl::InternalError(absl::StrCat("the rendezvous answered a world without ", me));
   }
   world_.assign(joined->ranks().begin(), joined->ranks().end());
+  changes_ = {joined->joined(), joined->left(), joined->lost()};
   const bool first = generation_number_ == 0;
   generation_number_ = joined->generation_number();
   client_->StartHeartbeats(joined->generation(), rank_);
@@ -295,7 +299,7 @@ absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, in
     if (absl::Status s = ConnectRing(*joined, listener_); !s.ok()) return s;
     mode_ = on_gpu_ ? Mode::kStagedRing : Mode::kHostRing;
   }
-  if (first || options_.metrics == nullptr) {
+  if (first) {
     log_(absl::StrCat(
         me, ": allreduce backend ", backend_, ": ", choice->reason,
         mode_ == Mode::kStagedRing ? " (GPU buckets staged through pinned memory)" : ""));
@@ -308,8 +312,10 @@ absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, in
   // one) rank 0's newest checkpoint.
   const int root = joined->state_rank();
   const bool anyone_has_state = joined->ranks(root).state_step() >= 0;
-  int64_t step = std::max<int64_t>(state_step, 0);  // the root's; the others take it
+  int64_t step = std::max<int64_t>(state_step, 0);    // the root's; the others take it
+  if (rank_ != root) *stage = FormStage::kBroadcast;  // the root's own state stays whole
   if (absl::Status s = BroadcastState(params, &step, root, !anyone_has_state); !s.ok()) return s;
+  *stage = FormStage::kFormed;
   checkpoints_.Restart(step);
   {
     absl::MutexLock l(&mu_);
@@ -384,42 +390,32 @@ absl::StatusOr<int64_t> AllreduceExchange::Reform(std::span<float> params, int64
                     "): re-forming the world",
                     state_step >= 0 ? absl::StrCat(" with this rank's state at step ", state_step)
                                     : " (this rank's state is not complete: it takes another's)"));
-  const int old_world = static_cast<int>(world_.size());
-  std::set<int> before;
-  for (const v1::RankInfo& r : world_) before.insert(r.index());
   constexpr int kAttempts = 20;
   absl::Status last = why;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     TearDown();
     if (leaving_.load()) return last;
-    absl::StatusOr<int64_t> step = FormWorld(params, state_step, generation_number_);
+    FormStage stage;
+    absl::StatusOr<int64_t> step = FormWorld(params, state_step, generation_number_, &stage);
     if (step.ok()) {
       if (options_.metrics != nullptr) {
-        std::set<int> after;
-        for (const v1::RankInfo& r : world_) after.insert(r.index());
-        int joined = 0, gone = 0;
-        for (int i : after) joined += before.contains(i) ? 0 : 1;
-        for (int i : before) gone += after.contains(i) ? 0 : 1;
-        options_.metrics->AddMembershipChanges(metrics::RuntimeMetrics::MembershipChange::kJoined,
-                                               joined);
-        // A replaced member was lost; one gone without a replacement left
-        // or was lost (the rendezvous' reason says which).
-        options_.metrics->AddMembershipChanges(
-            metrics::RuntimeMetrics::MembershipChange::kLost,
-            static_cast<int>(world_.size()) == old_world && joined == 0 ? 1 : gone);
+        using Change = metrics::RuntimeMetrics::MembershipChange;
+        options_.metrics->AddMembershipChanges(Change::kJoined, changes_[0]);
+        options_.metrics->AddMembershipChanges(Change::kLeft, changes_[1]);
+        options_.metrics->AddMembershipChanges(Change::kLost, changes_[2]);
       }
       return step;
     }
     last = step.status();
-    // The join itself waited the whole --rendezvous-timeout, or was refused.
-    if (absl::IsInvalidArgument(last) || absl::IsDeadlineExceeded(last) || absl::IsInternal(last) ||
+    // The join itself waited the whole --rendezvous-timeout (or was
+    // refused), or this rank's own fault.
+    if (stage == FormStage::kJoin || absl::IsInvalidArgument(last) || absl::IsInternal(last) ||
         absl::IsFailedPrecondition(last) || absl::IsResourceExhausted(last)) {
       return last;
     }
     log_(absl::StrCat("forming generation ", generation_number_ + 1, " failed (", last.message(),
                       "): joining again"));
-    // A broadcast that reached this rank may have overwritten part of it.
-    if (rank_ != 0 || state_step < 0) state_step = -1;
+    if (stage == FormStage::kBroadcast) state_step = -1;  // part of it may be another's now
   }
   return last;
 }

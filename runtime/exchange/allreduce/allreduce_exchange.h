@@ -57,6 +57,7 @@
 #ifndef KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
 #define KUBETRAIN_RUNTIME_EXCHANGE_ALLREDUCE_ALLREDUCE_EXCHANGE_H_
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -201,8 +202,12 @@ class AllreduceExchange final : public exchange::Exchange {
   // Joins the rendezvous for a generation, connects it and takes the
   // newest state (state_step: this rank's, -1 for none); returns the step
   // to run next.
+  // How far a FormWorld got: a failed join waited the whole
+  // --rendezvous-timeout (or was refused); a failed broadcast may have
+  // overwritten part of a receiving rank's state.
+  enum class FormStage { kJoin, kConnect, kBroadcast, kFormed };
   absl::StatusOr<int64_t> FormWorld(std::span<float> params, int64_t state_step,
-                                    uint64_t last_generation);
+                                    uint64_t last_generation, FormStage* stage);
   // After `why` ended the generation in Step: tears it down and forms the
   // next one (again while forming it fails past the join), or returns `why`
   // without `reform` or once this rank leaves.
@@ -282,6 +287,9 @@ class AllreduceExchange final : public exchange::Exchange {
   std::string name_;  // this replica's, "worker-1"
   std::vector<v1::RankInfo> world_;
   uint64_t generation_number_ = 0;
+  // The generation's members that joined, left and were lost since the one
+  // before (the rendezvous' counts).
+  std::array<int, 3> changes_ = {0, 0, 0};
   // The trainer's data position before the step in flight, and the one the
   // state taken at the last formed generation carries (nullopt: unknown,
   // derive it from the step).

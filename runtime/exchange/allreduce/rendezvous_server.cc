@@ -70,6 +70,9 @@ void RendezvousService::FillWorld(v1::JoinResponse* resp) const {
   resp->set_nccl_unique_id(nccl_id_);
   resp->set_state_rank(state_rank_);
   resp->set_change(change_);
+  resp->set_joined(joined_);
+  resp->set_left(left_);
+  resp->set_lost(lost_);
   for (const Member& m : world_) *resp->add_ranks() = m.info;
 }
 
@@ -95,7 +98,7 @@ void RendezvousService::EndGeneration(int lost_rank, const std::string& reason, 
       if (static_cast<int>(r) != lost_rank) expected_.insert(world_[r].info.index());
     }
   }
-  (void)leaving;  // a leaver is not expected back: it is the lost_rank here
+  if (lost_rank >= 0) ++(leaving ? left_since_ : lost_since_);
   cv_.SignalAll();
 }
 
@@ -127,7 +130,12 @@ void RendezvousService::TryForm(double now) {
     // peer timeout are lost: form without them.
     if (now - forming_since_ > options_.peer_timeout_seconds) {
       for (auto it = expected_.begin(); it != expected_.end();) {
-        it = pending_.contains(*it) ? std::next(it) : expected_.erase(it);
+        if (pending_.contains(*it)) {
+          ++it;
+        } else {
+          ++lost_since_;
+          it = expected_.erase(it);
+        }
       }
     }
   }
@@ -170,6 +178,10 @@ void RendezvousService::TryForm(double now) {
   for (int i : before) {
     if (!after.contains(i)) gone.push_back(NameOf(i));
   }
+  joined_ = before.empty() ? 0 : static_cast<int>(joined.size());
+  left_ = left_since_;
+  lost_ = lost_since_ + (number_ > 1 && before.empty() ? 1 : 0);  // a new host: worker 0 was lost
+  left_since_ = lost_since_ = 0;
   if (number_ == 1) {
     change_.clear();
   } else if (before.empty()) {
@@ -317,7 +329,6 @@ grpc::Status RendezvousService::Heartbeat(grpc::ServerContext* ctx, const v1::He
   r.started = std::max(r.started, req->collectives_started());
   r.finished = std::max(r.finished, req->collectives_finished());
   CheckSilentRanks(now);
-  TryForm(now);
   for (size_t i = 0; i < world_.size(); ++i) {
     v1::PeerProgress* p = resp->add_peers();
     p->set_rank(static_cast<int>(i));

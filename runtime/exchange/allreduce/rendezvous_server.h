@@ -94,9 +94,9 @@ class RendezvousService final : public v1::Rendezvous::Service {
   void FillWorld(v1::JoinResponse* resp) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Without reform: the job-wide reason to stop.
   void RecordAbort(int lost_rank, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // With reform: the running generation is over; the next one waits for
-  // `expected` (a fixed world: every index; elastic: the members but the
-  // lost or leaving one).
+  // With reform: the running generation is over (`lost_rank` lost, or left
+  // on purpose when `leaving`); the next one waits for every index (a fixed
+  // world) or for the members but that one (elastic).
   void EndGeneration(int lost_rank, const std::string& reason, bool leaving)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Lost(int rank, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -125,6 +125,12 @@ class RendezvousService final : public v1::Rendezvous::Service {
   int state_rank_ ABSL_GUARDED_BY(mu_) = 0;
   std::string nccl_id_ ABSL_GUARDED_BY(mu_);
   std::string change_ ABSL_GUARDED_BY(mu_);  // what ended the generation before world_
+  // Members that left or were lost since world_ formed (counted as its
+  // generations end), and world_'s counts against the generation before it.
+  int left_since_ ABSL_GUARDED_BY(mu_) = 0;
+  int lost_since_ ABSL_GUARDED_BY(mu_) = 0;
+  int joined_ ABSL_GUARDED_BY(mu_) = 0, left_ ABSL_GUARDED_BY(mu_) = 0,
+              lost_ ABSL_GUARDED_BY(mu_) = 0;
   // Forming: who joined for the next generation (by index), and the indexes
   // it waits for besides them.
   std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);

@@ -87,6 +87,13 @@ bool IsFinished(const Json& status) { return IsFinished(Typed(status)); }
 
 std::string Phase(const Json& status) { return api::Phase(Typed(status)); }
 
+std::string EnvValue(const Json& pod, const std::string& name) {
+  for (const Json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e.value("name", "") == name) return e.value("value", "");
+  }
+  return "<absent>";
+}
+
 Json ControllerFixture::CreateJob(const Json& job) {
   absl::StatusOr<Json> created = client().Create(kube::kTrainingJobs, ns(), job);
   EXPECT_TRUE(created.ok()) << created.status();

@@ -33,6 +33,8 @@ const Json* FindCondition(const Json& status, const std::string& type);
 bool IsConditionTrue(const Json& status, const std::string& type);
 bool IsFinished(const Json& status);
 std::string Phase(const Json& status);
+// The value of env var `name` in a pod's first container, "<absent>" without it.
+std::string EnvValue(const Json& pod, const std::string& name);
 
 // Counts what the controller reports.
 class CountingMetrics final : public OperatorMetrics {

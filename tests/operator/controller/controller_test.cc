@@ -28,13 +28,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing_util::WaitFor;
 
-std::string EnvValue(const Json& pod, const std::string& name) {
-  for (const Json& e : pod["spec"]["containers"][0]["env"]) {
-    if (e.value("name", "") == name) return e.value("value", "");
-  }
-  return "<absent>";
-}
-
 const Json* Cond(const Json& status, const std::string& type) {
   return FindCondition(status, type);
 }

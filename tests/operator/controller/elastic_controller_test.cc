@@ -26,13 +26,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing_util::WaitFor;
 
-std::string EnvValue(const Json& pod, const std::string& name) {
-  for (const Json& e : pod["spec"]["containers"][0]["env"]) {
-    if (e.value("name", "") == name) return e.value("value", "");
-  }
-  return "<absent>";
-}
-
 class ElasticControllerTest : public ControllerFixture {
  protected:
   Json ElasticJob(const std::string& name, int workers, int min, int max) {

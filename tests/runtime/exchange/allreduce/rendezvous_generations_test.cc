@@ -126,6 +126,9 @@ TEST(RendezvousGenerations, ARestartedRankEndsTheGenerationAndTheSurvivorsStateI
   EXPECT_EQ(second[0]->state_rank(), 2);  // the newest state
   EXPECT_EQ(joined_again->state_rank(), 2);
   EXPECT_THAT(second[1]->change(), HasSubstr("lost worker-1"));
+  EXPECT_EQ(second[1]->lost(), 1);
+  EXPECT_EQ(second[1]->joined(), 0);
+  EXPECT_EQ(second[1]->left(), 0);
 }
 
 TEST(RendezvousGenerations, AFixedWorldWaitsForTheLeaversReplacementAndNamesItWhenItDoesNotCome) {
@@ -177,6 +180,8 @@ TEST(RendezvousGenerations, AnElasticWorldGrowsWithAJoinerAndShrinksWithALeaver)
   EXPECT_EQ(joiner->generation_number(), 2u);
   EXPECT_THAT(Indexes(*joiner), ElementsAre(0, 1, 2));
   EXPECT_THAT(joiner->change(), HasSubstr("joined worker-2"));
+  EXPECT_EQ(joiner->joined(), 1);
+  EXPECT_EQ(joiner->lost(), 0);
   EXPECT_EQ(server->generation_number(), 2u);
   c[0]->StartHeartbeats(second[0]->generation(), 0);
   c[1]->StartHeartbeats(second[1]->generation(), 1);
@@ -196,6 +201,8 @@ TEST(RendezvousGenerations, AnElasticWorldGrowsWithAJoinerAndShrinksWithALeaver)
   EXPECT_THAT(Indexes(*third[0]), ElementsAre(0, 1));
   EXPECT_THAT(third[0]->change(), HasSubstr("left worker-2"));
   EXPECT_THAT(third[0]->change(), HasSubstr("without worker-2"));
+  EXPECT_EQ(third[0]->left(), 1);
+  EXPECT_EQ(third[0]->lost(), 0);
 }
 
 TEST(RendezvousGenerations, AnElasticWorldBelowItsMinimumWaitsAndSaysHowManyItNeeds) {
@@ -233,6 +240,8 @@ TEST(RendezvousGenerations, ANewHostTakesTheSurvivorsGenerationAndState) {
   EXPECT_EQ(joined[0]->generation_number(), 5u);
   EXPECT_EQ(joined[0]->state_rank(), 1);
   EXPECT_THAT(joined[0]->change(), HasSubstr("the rendezvous host"));
+  EXPECT_EQ(joined[0]->lost(), 1);
+  EXPECT_EQ(joined[0]->joined(), 0);
 }
 
 }  // namespace
