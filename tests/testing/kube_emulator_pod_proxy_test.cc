@@ -14,12 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "operator/kube/https_server.h"
 #include "testing/kube_emulator.h"
 #include "tests/support/kube_emulator_client.h"
 #include "tests/support/self_signed_cert.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/wait_for.h"
-#include "tools/node_agent/kubelet_server.h"
 
 namespace kubetrain::testing {
 namespace {
@@ -49,11 +49,11 @@ class PodProxyTest : public ::testing::Test {
     ASSERT_TRUE(emu.ok()) << emu.status();
     emu_ = std::move(*emu);
     testing_util::WriteSelfSignedCert(dir_);
-    node_agent::KubeletServerOptions o;
+    kube::HttpsServerOptions o;
     o.cert_file = dir_.File("cert.pem");
     o.key_file = dir_.File("key.pem");
-    auto kubelet = node_agent::KubeletServer::Start(
-        o, [this](const node_agent::KubeletRequest& r, node_agent::KubeletReply& reply) {
+    auto kubelet =
+        kube::HttpsServer::Start(o, [this](const kube::HttpsRequest& r, kube::HttpsReply& reply) {
           {
             absl::MutexLock lock(&mu_);
             seen_ = r;
@@ -109,16 +109,16 @@ class PodProxyTest : public ::testing::Test {
     if (!node.empty()) pod["spec"]["nodeName"] = node;
     ASSERT_EQ(Send("POST", U("/api/v1/namespaces/default/pods"), pod.dump()).code, 201);
   }
-  node_agent::KubeletRequest Seen() {
+  kube::HttpsRequest Seen() {
     absl::MutexLock lock(&mu_);
     return seen_;
   }
 
   data::testing_util::TempDir dir_;
   std::unique_ptr<KubeEmulator> emu_;
-  std::unique_ptr<node_agent::KubeletServer> kubelet_;
+  std::unique_ptr<kube::HttpsServer> kubelet_;
   absl::Mutex mu_;
-  node_agent::KubeletRequest seen_;
+  kube::HttpsRequest seen_;
   std::atomic<bool> release_{false}, client_left_{false};
 };
 
@@ -128,7 +128,7 @@ TEST_F(PodProxyTest, LogGoesToTheNodesKubeletWithTheContainerAndOptions) {
   HttpReply r = Get(U("/api/v1/namespaces/default/pods/p/log?tailLines=5&limitBytes=100"));
   EXPECT_EQ(r.code, 200) << r.body;
   EXPECT_EQ(r.body, "line 1\n");
-  const node_agent::KubeletRequest seen = Seen();
+  const kube::HttpsRequest seen = Seen();
   EXPECT_EQ(seen.path, "/containerLogs/default/p/main");  // the only container
   EXPECT_EQ(seen.query,
             (std::map<std::string, std::string>{{"limitBytes", "100"}, {"tailLines", "5"}}));

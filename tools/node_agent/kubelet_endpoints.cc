@@ -86,7 +86,7 @@ std::optional<LogRun> FindRun(const std::string& log, int64_t begin) {
 
 absl::Status ServeContainerLogs(const std::string& logs_dir, const std::string& ns,
                                 const std::string& pod, const std::string& container,
-                                const ContainerLogOptions& o, KubeletReply& reply,
+                                const ContainerLogOptions& o, kube::HttpsReply& reply,
                                 absl::Duration poll) {
   const std::string pod_dir = absl::StrCat(logs_dir, "/", ns, "/", pod);
   if (!Exists(pod_dir)) {
@@ -167,8 +167,8 @@ absl::StatusOr<ContainerLogOptions> ParseContainerLogOptions(
   return o;
 }
 
-void HandleKubeletRequest(const std::string& logs_dir, const KubeletRequest& request,
-                          KubeletReply& reply, absl::Duration poll) {
+void HandleKubeletRequest(const std::string& logs_dir, const kube::HttpsRequest& request,
+                          kube::HttpsReply& reply, absl::Duration poll) {
   if (request.method != "GET") {
     reply.Fail(405, "405: Method Not Allowed\n");
     return;

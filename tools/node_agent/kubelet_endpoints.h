@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "tools/node_agent/kubelet_request.h"
+#include "operator/kube/https_request.h"
 
 namespace kubetrain::node_agent {
 
@@ -40,8 +40,8 @@ absl::StatusOr<ContainerLogOptions> ParseContainerLogOptions(
     const std::map<std::string, std::string>& query);
 
 // Answers `request`. `poll` is how often a follow looks for new bytes.
-void HandleKubeletRequest(const std::string& logs_dir, const KubeletRequest& request,
-                          KubeletReply& reply, absl::Duration poll = absl::Milliseconds(100));
+void HandleKubeletRequest(const std::string& logs_dir, const kube::HttpsRequest& request,
+                          kube::HttpsReply& reply, absl::Duration poll = absl::Milliseconds(100));
 
 }  // namespace kubetrain::node_agent
 

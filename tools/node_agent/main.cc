@@ -19,12 +19,12 @@
 #include "base/clock.h"
 #include "base/stop_signals.h"
 #include "operator/kube/cpprest_transport.h"
+#include "operator/kube/https_server.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/logger.h"
 #include "tools/node_agent/command_runner.h"
 #include "tools/node_agent/kubelet_endpoints.h"
-#include "tools/node_agent/kubelet_server.h"
 #include "tools/node_agent/loopback_network.h"
 #include "tools/node_agent/netns_network.h"
 #include "tools/node_agent/network_mode.h"
@@ -223,16 +223,16 @@ int main(int argc, char** argv) {
                                     "with --network loopback (or auto)"));
     return 1;
   }
-  std::unique_ptr<na::KubeletServer> kubelet;
+  std::unique_ptr<kube::HttpsServer> kubelet;
   if (o.kubelet_port != 0) {
-    na::KubeletServerOptions server_options;
+    kube::HttpsServerOptions server_options;
     server_options.host = o.host_ip;
     server_options.port = o.kubelet_port;
     server_options.cert_file = o.tls_cert_file;
     server_options.key_file = o.tls_key_file;
     const std::string logs_dir = o.state_dir + "/logs";
-    absl::StatusOr<std::unique_ptr<na::KubeletServer>> server = na::KubeletServer::Start(
-        server_options, [logs_dir](const na::KubeletRequest& request, na::KubeletReply& reply) {
+    absl::StatusOr<std::unique_ptr<kube::HttpsServer>> server = kube::HttpsServer::Start(
+        server_options, [logs_dir](const kube::HttpsRequest& request, kube::HttpsReply& reply) {
           na::HandleKubeletRequest(logs_dir, request, reply);
         });
     if (!server.ok()) {

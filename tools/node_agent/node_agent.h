@@ -59,7 +59,7 @@ struct NodeAgentOptions {
   std::string node_name = "kubetrain-node";
   Resources capacity{8000, int64_t{16} << 30, 110};
   std::string host_ip = "127.0.0.1";
-  // The port of this node's kubelet endpoint (kubelet_server.h), published as
+  // The port of this node's kubelet endpoint (operator/kube/https_server.h), published as
   // status.daemonEndpoints.kubeletEndpoint.Port; 0: none.
   int kubelet_port = 0;
   // What a container without `command` runs (the image's entrypoint).

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 
 // Collects what a handler answers. Write and Gone may be called from the
 // handler's thread while the test reads body().
-class FakeReply final : public KubeletReply {
+class FakeReply final : public kube::HttpsReply {
  public:
   bool Write(std::string_view bytes) override {
     absl::MutexLock lock(&mu_);
@@ -33,6 +33,7 @@ class FakeReply final : public KubeletReply {
     code_ = code;
     body_ = text;
   }
+  void Respond(int code, const std::string&, const std::string& body) override { Fail(code, body); }
   bool Gone(absl::Duration wait) override {
     ++waits_;
     // Ends a follow that never would (a bug) instead of hanging the test.
@@ -74,8 +75,8 @@ class KubeletEndpointsTest : public ::testing::Test {
   }
   void Append(const std::string& text) { std::ofstream(log_, std::ios::app) << text; }
   void Get(const std::string& path, std::map<std::string, std::string> query, FakeReply& reply) {
-    HandleKubeletRequest(dir_.path(), KubeletRequest{"GET", path, std::move(query)}, reply,
-                         absl::Milliseconds(5));
+    HandleKubeletRequest(dir_.path(), kube::HttpsRequest{"GET", path, std::move(query), {}, ""},
+                         reply, absl::Milliseconds(5));
   }
 
   data::testing_util::TempDir dir_;

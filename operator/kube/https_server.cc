@@ -1,9 +1,11 @@
-#include "tools/node_agent/kubelet_server.h"
+#include "operator/kube/https_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,14 +13,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace kubetrain::node_agent {
+namespace kubetrain::kube {
 namespace {
 
 std::string SslError() {
@@ -39,13 +43,19 @@ const char* Reason(int code) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 500:
+      return "Internal Server Error";
     default:
       return "Error";
   }
 }
 
 // One TLS connection's reply: a chunked 200 on the first Write, or an error.
-class TlsReply final : public KubeletReply {
+class TlsReply final : public HttpsReply {
  public:
   TlsReply(SSL* ssl, int fd, const std::atomic<bool>& stopping)
       : ssl_(ssl), fd_(fd), stopping_(stopping) {}
@@ -67,12 +77,15 @@ class TlsReply final : public KubeletReply {
   }
 
   void Fail(int code, const std::string& text) override {
+    Respond(code, "text/plain; charset=utf-8", text);
+  }
+
+  void Respond(int code, const std::string& content_type, const std::string& body) override {
     if (started_) return;
     started_ = true;
     ended_ = true;
-    Send(absl::StrCat("HTTP/1.1 ", code, " ", Reason(code),
-                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
-                      text.size(), "\r\nConnection: close\r\n\r\n", text));
+    Send(absl::StrCat("HTTP/1.1 ", code, " ", Reason(code), "\r\nContent-Type: ", content_type,
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body));
   }
 
   bool Gone(absl::Duration wait) override {
@@ -134,21 +147,63 @@ std::string PercentDecode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<KubeletServer>> KubeletServer::Start(
-    const KubeletServerOptions& options, Handler handler) {
+namespace {
+
+// The certificate chain and key, from files or PEM text.
+absl::Status LoadCertificate(SSL_CTX* ctx, const HttpsServerOptions& options) {
+  if (!options.cert_file.empty() || !options.key_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("certificate ", options.cert_file, ": ", SslError()));
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("private key ", options.key_file, ": ", SslError()));
+    }
+    return absl::OkStatus();
+  }
+  if (options.cert_pem.empty() || options.key_pem.empty()) {
+    return absl::InvalidArgumentError("no certificate: neither files nor PEM text given");
+  }
+  BIO* certs = BIO_new_mem_buf(options.cert_pem.data(), static_cast<int>(options.cert_pem.size()));
+  X509* leaf = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
+  bool ok = leaf != nullptr && SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  // The rest of the chain, if any.
+  while (ok) {
+    X509* extra = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
+    if (extra == nullptr) {
+      ERR_clear_error();  // the end of the text
+      break;
+    }
+    if (SSL_CTX_add0_chain_cert(ctx, extra) != 1) {
+      X509_free(extra);
+      ok = false;
+    }
+  }
+  BIO_free(certs);
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("certificate PEM: ", SslError()));
+  BIO* key_bio = BIO_new_mem_buf(options.key_pem.data(), static_cast<int>(options.key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+  BIO_free(key_bio);
+  ok = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1 &&
+       SSL_CTX_check_private_key(ctx) == 1;
+  EVP_PKEY_free(key);
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("private key PEM: ", SslError()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServerOptions& options,
+                                                                Handler handler) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", SslError()));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
-    const std::string e = SslError();
+  if (absl::Status s = LoadCertificate(ctx, options); !s.ok()) {
     SSL_CTX_free(ctx);
-    return absl::InvalidArgumentError(absl::StrCat("certificate ", options.cert_file, ": ", e));
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(ctx) != 1) {
-    const std::string e = SslError();
-    SSL_CTX_free(ctx);
-    return absl::InvalidArgumentError(absl::StrCat("private key ", options.key_file, ": ", e));
+    return s;
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -169,8 +224,8 @@ absl::StatusOr<std::unique_ptr<KubeletServer>> KubeletServer::Start(
   }
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::unique_ptr<KubeletServer> server(
-      new KubeletServer(ctx, fd, ntohs(addr.sin_port), std::move(handler)));
+  std::unique_ptr<HttpsServer> server(
+      new HttpsServer(ctx, fd, ntohs(addr.sin_port), options.max_body_bytes, std::move(handler)));
   if (pipe2(server->wake_pipe_, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
@@ -178,10 +233,15 @@ absl::StatusOr<std::unique_ptr<KubeletServer>> KubeletServer::Start(
   return server;
 }
 
-KubeletServer::KubeletServer(ssl_ctx_st* ctx, int listen_fd, int port, Handler handler)
-    : ctx_(ctx), listen_fd_(listen_fd), port_(port), handler_(std::move(handler)) {}
+HttpsServer::HttpsServer(ssl_ctx_st* ctx, int listen_fd, int port, size_t max_body_bytes,
+                         Handler handler)
+    : ctx_(ctx),
+      listen_fd_(listen_fd),
+      port_(port),
+      max_body_bytes_(max_body_bytes),
+      handler_(std::move(handler)) {}
 
-KubeletServer::~KubeletServer() {
+HttpsServer::~HttpsServer() {
   Stop();
   if (wake_pipe_[0] >= 0) close(wake_pipe_[0]);
   if (wake_pipe_[1] >= 0) close(wake_pipe_[1]);
@@ -189,7 +249,7 @@ KubeletServer::~KubeletServer() {
   SSL_CTX_free(ctx_);
 }
 
-void KubeletServer::Stop() {
+void HttpsServer::Stop() {
   std::vector<Conn> conns;
   {
     absl::MutexLock lock(&mu_);
@@ -215,7 +275,7 @@ void KubeletServer::Stop() {
   }
 }
 
-void KubeletServer::AcceptLoop() {
+void HttpsServer::AcceptLoop() {
   for (;;) {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     if (poll(p, 2, -1) < 0 && errno != EINTR) return;
@@ -245,7 +305,7 @@ void KubeletServer::AcceptLoop() {
   }
 }
 
-void KubeletServer::Serve(int fd) {
+void HttpsServer::Serve(int fd) {
   // A write to a client that went away fails with EPIPE instead of killing the
   // agent; the signal stays pending on this thread, which ends with the
   // connection. (Ignoring SIGPIPE process-wide would pass SIG_IGN on to the
@@ -270,16 +330,51 @@ void KubeletServer::Serve(int fd) {
     }
     head.append(buf, static_cast<size_t>(n));
   }
-  if (ok && head.find("\r\n\r\n") != std::string::npos) {
+  const size_t head_end = head.find("\r\n\r\n");
+  if (ok && head_end != std::string::npos) {
+    HttpsRequest request;
+    TlsReply reply(ssl, fd, stopping_);
+    std::vector<std::string> lines = absl::StrSplit(head.substr(0, head_end), "\r\n");
+    std::vector<std::string> parts = absl::StrSplit(lines[0], ' ');
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t colon = lines[i].find(':');
+      if (colon == std::string::npos) continue;
+      request.headers[absl::AsciiStrToLower(lines[i].substr(0, colon))] =
+          std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
+    }
+    // The body: what came with the head, then the rest by Content-Length.
+    request.body = head.substr(head_end + 4);
+    size_t length = 0;
+    const auto te = request.headers.find("transfer-encoding");
+    const auto cl = request.headers.find("content-length");
+    const bool chunked = te != request.headers.end() && te->second != "identity";
+    const bool bad_length = cl != request.headers.end() && !absl::SimpleAtoi(cl->second, &length);
+    if (!chunked && !bad_length && length > max_body_bytes_) {
+      reply.Fail(413,
+                 absl::StrCat("a body of ", length, " bytes; at most ", max_body_bytes_, "\n"));
+    } else if (!chunked && !bad_length) {
+      while (request.body.size() < length) {
+        char buf[16384];
+        const int n = SSL_read(ssl, buf, sizeof(buf));
+        if (n <= 0) {
+          ok = false;
+          break;
+        }
+        request.body.append(buf, static_cast<size_t>(n));
+      }
+      request.body.resize(std::min(request.body.size(), length));
+    }
     tv = {0, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    KubeletRequest request;
-    const std::string line = head.substr(0, head.find("\r\n"));
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    TlsReply reply(ssl, fd, stopping_);
-    if (parts.size() != 3) {
+    if (!ok) {
+      // The client went away mid-body: nobody to answer.
+    } else if (chunked) {
+      reply.Fail(411, "a chunked request body is not supported; send Content-Length\n");
+    } else if (bad_length) {
+      reply.Fail(400, "malformed Content-Length\n");
+    } else if (parts.size() != 3) {
       reply.Fail(400, "malformed request line\n");
-    } else {
+    } else if (length <= max_body_bytes_) {
       request.method = parts[0];
       const std::string& target = parts[1];
       const size_t q = target.find('?');
@@ -292,7 +387,7 @@ void KubeletServer::Serve(int fd) {
       }
       handler_(request, reply);
     }
-    reply.Finish();
+    if (ok) reply.Finish();
     SSL_shutdown(ssl);
   }
   SSL_free(ssl);
@@ -301,4 +396,4 @@ void KubeletServer::Serve(int fd) {
   shutdown(fd, SHUT_RDWR);
 }
 
-}  // namespace kubetrain::node_agent
+}  // namespace kubetrain::kube
