@@ -218,9 +218,10 @@ void ApplyDefaults(TrainingJob& job);
 // Semantic checks; InvalidArgument "<field path>: <problem>", e.g.
 // "spec.replicaSpecs.Worker.replicas: must be >= 0, got -1". An elastic
 // job's Worker replicas must lie within [minReplicas, maxReplicas]: the check
-// of a job as created. A running job scaled outside that range (`kubectl
-// scale`, which the API server cannot refuse without a webhook) is clamped
-// by ClampElasticWorkers instead, before Validate.
+// of a job as created. A running job scaled outside that range is refused by
+// the operator's admission webhook (operator/webhook/); one that got past it
+// (no webhook installed, or the operator down with failurePolicy Ignore) is
+// clamped by ClampElasticWorkers instead, before Validate.
 absl::Status Validate(const TrainingJob& job);
 
 // For an elastic job whose spec.replicaSpecs.Worker.replicas lies outside
@@ -232,6 +233,9 @@ struct ElasticClamp {
   bool operator==(const ElasticClamp&) const = default;
 };
 std::optional<ElasticClamp> ClampElasticWorkers(TrainingJob& job);
+// "6 is above spec.elasticPolicy.maxReplicas 4" (or "below ... minReplicas"):
+// the webhook's refusal and the operator's ScaleRefused say it alike.
+std::string ElasticBoundMessage(const ElasticClamp& clamp);
 
 // Parse + ApplyDefaults + Validate; errors are prefixed with source_name.
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,

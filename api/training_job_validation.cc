@@ -181,6 +181,13 @@ std::optional<ElasticClamp> ClampElasticWorkers(TrainingJob& job) {
   return ElasticClamp{asked, allowed};
 }
 
+std::string ElasticBoundMessage(const ElasticClamp& clamp) {
+  return clamp.asked > clamp.allowed
+             ? absl::StrCat(clamp.asked, " is above spec.elasticPolicy.maxReplicas ", clamp.allowed)
+             : absl::StrCat(clamp.asked, " is below spec.elasticPolicy.minReplicas ",
+                            clamp.allowed);
+}
+
 absl::StatusOr<TrainingJob> LoadTrainingJob(const std::string& text,
                                             const std::string& source_name) {
   absl::StatusOr<TrainingJob> job = ParseTrainingJob(text, source_name);

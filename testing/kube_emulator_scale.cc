@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "testing/kube_emulator_admission.h"
 #include "testing/kube_emulator_patch.h"
 
 namespace kubetrain::testing {
@@ -184,10 +185,31 @@ ApiResult ServeScale(EmulatorStore& store, const ResourceType& rt, const ScaleSu
         precondition == old_scale["metadata"].value("resourceVersion", std::string())) {
       precondition.clear();
     }
+    // Validating webhooks see the Scale (as kube-apiserver's admission of
+    // <plural>/scale does), not the resource.
+    EmulatorStore::AdmissionInputs in = store.AdmissionInputsFor(ns);
+    if (!in.configurations.empty()) {
+      AdmissionAttributes a;
+      a.rt = &rt;
+      a.sub_resource = "scale";
+      a.operation = "UPDATE";
+      a.ns = ns;
+      a.name = name;
+      a.kind_group = "autoscaling";
+      a.kind_version = "v1";
+      a.kind = "Scale";
+      a.old_object = json::parse(old_scale.dump());
+      a.object = a.old_object;
+      a.object["spec"]["replicas"] = n;
+      a.namespace_labels = std::move(in.namespace_labels);
+      if (std::optional<ApiResult> refused = RunValidatingWebhooks(in.configurations, a)) {
+        return *refused;
+      }
+    }
     json updated = object;
     SetAt(updated, scale.spec_replicas_path, n);
     if (!precondition.empty()) updated["metadata"]["resourceVersion"] = precondition;
-    ApiResult written = store.Update(rt, ns, name, updated.dump(), false);
+    ApiResult written = store.Update(rt, ns, name, updated.dump(), false, /*admitted=*/true);
     if (written.code == 409 && precondition.empty()) continue;
     if (written.code != 200) return written;
     bool written_found = false;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "testing/kube_emulator_admission.h"
 #include "testing/kube_emulator_patch.h"
 
 namespace kubetrain::testing {
@@ -526,6 +527,12 @@ const std::vector<ResourceType>& ServedResources() {
        .plural = "leases",
        .kind = "Lease",
        .rv_required = true},
+      // Their webhooks are called on writes they match (kube_emulator_admission.h).
+      {.group = "admissionregistration.k8s.io",
+       .version = "v1",
+       .plural = "validatingwebhookconfigurations",
+       .kind = "ValidatingWebhookConfiguration",
+       .namespaced = false},
       {.group = "kubetrain.io",
        .version = "v1alpha1",
        .plural = "trainingjobs",
@@ -1005,6 +1012,9 @@ ApiResult EmulatorStore::CreateLocked(const ResourceType& rt, const std::string&
   if (rt.custom) m["generation"] = 1;
   obj["apiVersion"] = rt.ApiVersion();
   obj["kind"] = rt.kind;
+  if (std::optional<ApiResult> refused = AdmitLocked(rt, "", "CREATE", ns, name, obj, json())) {
+    return *refused;
+  }
   ApiResult r;
   r.code = 201;
   if (dry_run) {
@@ -1199,18 +1209,66 @@ ApiResult EmulatorStore::List(const ResourceType& rt, const std::string& ns, con
 // ---------------------------------------------------------------------------
 // Update / Patch
 
+std::optional<ApiResult> EmulatorStore::AdmitLocked(const ResourceType& rt,
+                                                    const std::string& sub_resource,
+                                                    const std::string& operation,
+                                                    const std::string& ns, const std::string& name,
+                                                    const json& object, const json& old_object) {
+  AdmissionInputs in = AdmissionInputsLocked(ns);
+  if (in.configurations.empty()) return std::nullopt;
+  AdmissionAttributes a;
+  a.rt = &rt;
+  a.sub_resource = sub_resource;
+  a.operation = operation;
+  a.ns = ns;
+  a.name = name;
+  a.kind_group = rt.group;
+  a.kind_version = rt.version;
+  a.kind = rt.kind;
+  a.object = object;
+  a.old_object = old_object;
+  a.namespace_labels = std::move(in.namespace_labels);
+  return RunValidatingWebhooks(in.configurations, a);
+}
+
+EmulatorStore::AdmissionInputs EmulatorStore::AdmissionInputsFor(const std::string& ns) {
+  absl::MutexLock lock(&mu_);
+  return AdmissionInputsLocked(ns);
+}
+
+EmulatorStore::AdmissionInputs EmulatorStore::AdmissionInputsLocked(const std::string& ns) {
+  AdmissionInputs in;
+  in.configurations = json::array();
+  for (const ResourceType& rt : ServedResources()) {
+    if (rt.plural == "validatingwebhookconfigurations") {
+      for (const auto& [key, stored] : BucketLocked(rt)) in.configurations.push_back(stored.obj);
+    } else if (rt.plural == "namespaces" && !ns.empty()) {
+      auto it = BucketLocked(rt).find(ns);
+      if (it != BucketLocked(rt).end()) {
+        const json labels = it->second.obj["metadata"].value("labels", json::object());
+        if (labels.is_object()) {
+          for (const auto& [k, v] : labels.items()) {
+            if (v.is_string()) in.namespace_labels[k] = v.get<std::string>();
+          }
+        }
+      }
+    }
+  }
+  return in;
+}
+
 ApiResult EmulatorStore::Update(const ResourceType& rt, const std::string& ns,
                                 const std::string& name, const std::string& body,
-                                bool status_subresource) {
+                                bool status_subresource, bool admitted) {
   json obj;
   if (auto err = DecodeObject(rt, body, &obj)) return *err;
   absl::MutexLock lock(&mu_);
-  return UpdateLocked(rt, ns, name, std::move(obj), status_subresource, false);
+  return UpdateLocked(rt, ns, name, std::move(obj), status_subresource, false, admitted);
 }
 
 ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string& ns,
                                       const std::string& name, json body, bool status_subresource,
-                                      bool from_patch) {
+                                      bool from_patch, bool admitted) {
   json& meta = *Meta(body);
   std::string body_name = meta.value("name", std::string());
   if (!body_name.empty() && body_name != name) {
@@ -1352,6 +1410,16 @@ ApiResult EmulatorStore::UpdateLocked(const ResourceType& rt, const std::string&
     r.body = Present(rt, live);
     return r;
   }
+  // Admission sees the object as it would be stored (a status write is the
+  // status subresource's, which no rule here names).
+  if (!status_subresource && !admitted) {
+    json proposed = next;
+    (*Meta(proposed))["resourceVersion"] = live["metadata"]["resourceVersion"];
+    if (std::optional<ApiResult> refused =
+            AdmitLocked(rt, "", "UPDATE", ns, name, proposed, live)) {
+      return *refused;
+    }
+  }
   json stored = CommitLocked(rt, key, std::move(next), std::move(owned), false);
   r.body = Present(rt, stored);
   if (MaybeFinishDeletionLocked(rt, key)) {
@@ -1439,7 +1507,7 @@ ApiResult EmulatorStore::Patch(const ResourceType& rt, const std::string& ns,
                         "the server rejected our request due to an error in our request",
                         StatusDetails{});
   }
-  return UpdateLocked(rt, ns, name, std::move(patched), status_subresource, true);
+  return UpdateLocked(rt, ns, name, std::move(patched), status_subresource, true, false);
 }
 
 // ---------------------------------------------------------------------------

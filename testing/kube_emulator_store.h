@@ -140,8 +140,10 @@ class EmulatorStore {
                    bool dry_run);
   ApiResult Get(const ResourceType& rt, const std::string& ns, const std::string& name);
   ApiResult List(const ResourceType& rt, const std::string& ns, const ListOptions& options);
+  // `admitted`: admission ran already (a write through the scale
+  // subresource, which is admitted as the Scale).
   ApiResult Update(const ResourceType& rt, const std::string& ns, const std::string& name,
-                   const std::string& body, bool status_subresource);
+                   const std::string& body, bool status_subresource, bool admitted = false);
   ApiResult Patch(const ResourceType& rt, const std::string& ns, const std::string& name,
                   const std::string& content_type, const std::string& body, bool status_subresource,
                   const std::string& field_manager);
@@ -154,6 +156,14 @@ class EmulatorStore {
   // target.name once (409 when the pod is bound already, being deleted, or
   // its uid differs from the Binding's metadata.uid).
   ApiResult Bind(const std::string& ns, const std::string& name, const std::string& body);
+
+  // What validating admission reads (kube_emulator_admission.h): the stored
+  // ValidatingWebhookConfigurations and the labels of namespace `ns`.
+  struct AdmissionInputs {
+    nlohmann::json configurations;  // an array
+    std::map<std::string, std::string> namespace_labels;
+  };
+  AdmissionInputs AdmissionInputsFor(const std::string& ns);
 
   // Starts a watch. On an HTTP-level error (bad resourceVersion) returns it in
   // `error` and nullptr. A too-old resourceVersion gives a watcher whose only
@@ -197,7 +207,14 @@ class EmulatorStore {
   void RemoveLocked(const ResourceType& rt, const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ApiResult UpdateLocked(const ResourceType& rt, const std::string& ns, const std::string& name,
-                         nlohmann::json body, bool status_subresource, bool from_patch)
+                         nlohmann::json body, bool status_subresource, bool from_patch,
+                         bool admitted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AdmissionInputs AdmissionInputsLocked(const std::string& ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The stored configurations' webhooks on this write: a refusal, or nullopt.
+  std::optional<ApiResult> AdmitLocked(const ResourceType& rt, const std::string& sub_resource,
+                                       const std::string& operation, const std::string& ns,
+                                       const std::string& name, const nlohmann::json& object,
+                                       const nlohmann::json& old_object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ApiResult CreateLocked(const ResourceType& rt, const std::string& ns, nlohmann::json body,
                          bool dry_run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -26,11 +26,8 @@ std::optional<std::string> WaitingMessage(const api::TrainingJob& job, const Rep
 }
 
 std::string ScaleRefusedMessage(const api::ElasticClamp& clamp) {
-  const bool above = clamp.asked > clamp.allowed;
-  return absl::StrCat(
-      "spec.replicaSpecs.Worker.replicas ", clamp.asked, " is ",
-      above ? "above spec.elasticPolicy.maxReplicas " : "below spec.elasticPolicy.minReplicas ",
-      clamp.allowed, ": running ", clamp.allowed, " worker", clamp.allowed == 1 ? "" : "s");
+  return absl::StrCat("spec.replicaSpecs.Worker.replicas ", api::ElasticBoundMessage(clamp),
+                      ": running ", clamp.allowed, " worker", clamp.allowed == 1 ? "" : "s");
 }
 
 }  // namespace kubetrain::controller

@@ -36,6 +36,9 @@ inline constexpr ResourceType kConfigMaps{"", "v1", "configmaps", "ConfigMap"};
 inline constexpr ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false};
 inline constexpr ResourceType kNodes{"", "v1", "nodes", "Node", false};
 inline constexpr ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Lease"};
+inline constexpr ResourceType kValidatingWebhookConfigurations{
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration", false};
 inline constexpr ResourceType kTrainingJobs{"kubetrain.io", "v1alpha1", "trainingjobs",
                                             "TrainingJob",  true,       true};
 inline constexpr ResourceType kPodGroups{

@@ -437,6 +437,8 @@ TEST(ElasticPolicyTest, ClampsAScaledJobToItsBounds) {
   EXPECT_EQ(ClampElasticWorkers(*job), std::nullopt);          // 4 lies within [2, 6]
   job->spec.replica_specs[ReplicaType::kWorker].replicas = 9;  // kubectl scale --replicas=9
   EXPECT_EQ(ClampElasticWorkers(*job), (ElasticClamp{9, 6}));
+  EXPECT_EQ(ElasticBoundMessage(ElasticClamp{9, 6}), "9 is above spec.elasticPolicy.maxReplicas 6");
+  EXPECT_EQ(ElasticBoundMessage(ElasticClamp{1, 2}), "1 is below spec.elasticPolicy.minReplicas 2");
   EXPECT_EQ(job->ReplicaCount(ReplicaType::kWorker), 6);
   EXPECT_TRUE(Validate(*job).ok());
   job->spec.replica_specs[ReplicaType::kWorker].replicas = 1;

@@ -26,7 +26,7 @@ import sys
 LAYERS = {
     'runtime': ['runtime/tensor runtime/data runtime/metrics runtime/launcher',
                 'runtime/nn runtime/optim', 'runtime/exchange', 'runtime/train runtime/plan', 'runtime'],
-    'operator': ['operator/kube', 'operator/controller', 'operator/metrics', 'operator'],
+    'operator': ['operator/kube', 'operator/controller operator/webhook', 'operator/metrics', 'operator'],
 }
 BOTTOM = {'base': 0, 'proto': 0, 'api': 1}
 
