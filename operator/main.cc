@@ -34,11 +34,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/training_job.h"
 #include "base/clock.h"
 #include "base/stop_signals.h"
 #include "operator/controller/training_job_controller.h"
 #include "operator/health_server.h"
 #include "operator/kube/cpprest_transport.h"
+#include "operator/kube/https_server.h"
 #include "operator/kube/kube_client.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/leader_elector.h"
@@ -48,6 +50,8 @@
 #include "operator/metrics/metrics_endpoint.h"
 #include "operator/metrics/prometheus_operator_metrics.h"
 #include "operator/operator_options.h"
+#include "operator/webhook/webhook_certs.h"
+#include "operator/webhook/webhook_server.h"
 
 namespace {
 
@@ -152,6 +156,77 @@ uint32_t RandomSuffix() {
   return static_cast<uint32_t>(device());
 }
 
+// The validating admission webhook (operator/webhook/), on every replica
+// (kube-apiserver calls whichever the Service picks), with its certificate
+// from --webhook-cert-dir or the Secret it keeps, and that certificate set
+// as the configuration's caBundle. Null when disabled.
+absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
+    const kubetrain::operator_main::OperatorOptions& o, kubetrain::kube::KubeClient& client,
+    const kubetrain::kube::KubeConfig& config, const kubetrain::kube::ConfigEnvironment& env,
+    kubetrain::kube::Logger& logger) {
+  namespace kube = kubetrain::kube;
+  namespace webhook = kubetrain::webhook;
+  if (!o.webhook_bind_address.enabled) {
+    logger.Info(kLog,
+                "admission webhook disabled (--webhook-bind-address=0): a scale outside "
+                "spec.elasticPolicy is clamped, not refused");
+    return nullptr;
+  }
+  kube::HttpsServerOptions https;
+  const std::string& host = o.webhook_bind_address.host;
+  https.host = host.empty() ? "0.0.0.0" : host == "localhost" ? "127.0.0.1" : host;
+  https.port = o.webhook_bind_address.port;
+  if (!o.webhook_cert_dir.empty()) {
+    https.cert_file = absl::StrCat(o.webhook_cert_dir, "/tls.crt");
+    https.key_file = absl::StrCat(o.webhook_cert_dir, "/tls.key");
+  } else {
+    webhook::WebhookCertOptions certs;
+    certs.ns = kubetrain::operator_main::ResolveLeaderElectionNamespace(o, config, env);
+    certs.secret_name = o.webhook_secret_name;
+    certs.service_name = o.webhook_service_name;
+    certs.extra_hosts = o.webhook_hosts;
+    absl::StatusOr<kube::ServingCert> cert =
+        webhook::EnsureServingCert(client, certs, absl::Now(), logger);
+    if (!cert.ok()) {
+      return absl::Status(
+          cert.status().code(),
+          absl::StrCat("the admission webhook's certificate: ", cert.status().message(),
+                       " (or run with --webhook-cert-dir, or without the webhook: "
+                       "--webhook-bind-address=0)"));
+    }
+    https.cert_pem = cert->cert_pem;
+    https.key_pem = cert->key_pem;
+    if (!o.webhook_config_name.empty()) {
+      absl::Status injected =
+          webhook::InjectCaBundle(client, o.webhook_config_name, cert->cert_pem, logger);
+      if (absl::IsNotFound(injected)) {
+        logger.Warning(kLog,
+                       absl::StrCat("no validatingwebhookconfiguration ", o.webhook_config_name,
+                                    ": the API server will not call the webhook"));
+      } else if (!injected.ok()) {
+        return injected;
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<webhook::WebhookServer>> server = webhook::WebhookServer::Start(
+      https,
+      [&client](const std::string& ns,
+                const std::string& name) -> absl::StatusOr<kubetrain::api::TrainingJob> {
+        absl::StatusOr<kube::Json> job = client.Get(kube::kTrainingJobs, ns, name);
+        if (!job.ok()) return job.status();
+        return kubetrain::api::FromJson(*job);
+      },
+      logger);
+  if (!server.ok()) {
+    return absl::Status(server.status().code(),
+                        absl::StrCat("the admission webhook on ", o.webhook_bind_address.ToString(),
+                                     ": ", server.status().message()));
+  }
+  logger.Info(kLog, absl::StrCat("serving the admission webhook on ", https.host, ":",
+                                 (*server)->port(), webhook::kValidatePath));
+  return server;
+}
+
 // The operator, once the flags are parsed. Returns the exit code.
 int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   namespace kube = kubetrain::kube;
@@ -222,6 +297,15 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
       return 1;
     }
     logger.Info(kLog, "Kubernetes API reachable, TrainingJob CRD present");
+  }
+
+  // The admission webhook, before the controller: a scale above
+  // maxReplicas is refused as soon as this replica runs.
+  absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> webhook_server =
+      StartWebhook(o, client, *config, env, logger);
+  if (!webhook_server.ok()) {
+    logger.Error(kLog, std::string(webhook_server.status().message()));
+    return 1;
   }
 
   // Metrics.
@@ -350,6 +434,7 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   metrics.SetLeader(false);
   health.reset();
   metrics_endpoint.reset();
+  webhook_server->reset();
   logger.Info(kLog, absl::StrCat("exiting with code ", exit_code));
   return exit_code;
 }

@@ -1,5 +1,7 @@
 #include "operator/operator_options.h"
 
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -36,6 +38,12 @@ struct RawFlags {
   std::string retry_period = "2s";
   std::string metrics_bind_address = ":8080";
   std::string health_probe_bind_address = ":8081";
+  std::string webhook_bind_address = ":9443";
+  std::string webhook_cert_dir;
+  std::string webhook_secret_name = "kubetrain-webhook-cert";
+  std::string webhook_service_name = "kubetrain-webhook";
+  std::string webhook_config_name = "kubetrain-validating-webhook";
+  std::vector<std::string> webhook_hosts;
   std::string workers = "16";
   std::string action_threads = "16";
   std::string kube_api_qps = "20";
@@ -106,6 +114,34 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
          "Serve /healthz and /readyz on this address (:0 = any free port, 0 = off)")
       ->type_name("ADDR")
       ->default_str(raw.health_probe_bind_address);
+  option("--webhook-bind-address", raw.webhook_bind_address,
+         "Serve the validating admission webhook (HTTPS) on this IPv4 address; the API server "
+         "then refuses a scale outside spec.elasticPolicy (:0 = any free port, 0 = off)")
+      ->type_name("ADDR")
+      ->default_str(raw.webhook_bind_address);
+  maybe_empty("--webhook-cert-dir", raw.webhook_cert_dir,
+              "Directory with the webhook's tls.crt and tls.key (cert-manager's); default: the "
+              "operator makes its own, keeps it in --webhook-secret-name and sets the caBundle "
+              "of --webhook-config-name")
+      ->type_name("DIR");
+  option("--webhook-secret-name", raw.webhook_secret_name,
+         "Secret (in the leader-election namespace) holding the self-managed webhook "
+         "certificate")
+      ->type_name("NAME")
+      ->default_str(raw.webhook_secret_name);
+  option("--webhook-service-name", raw.webhook_service_name,
+         "The webhook's Service; the certificate names <service>.<namespace>.svc")
+      ->type_name("NAME")
+      ->default_str(raw.webhook_service_name);
+  maybe_empty("--webhook-config-name", raw.webhook_config_name,
+              "ValidatingWebhookConfiguration whose caBundle the operator sets to its "
+              "certificate (\"\" = none)")
+      ->type_name("NAME")
+      ->default_str(raw.webhook_config_name);
+  app->add_option("--webhook-host", raw.webhook_hosts,
+                  "Another name (DNS name or IP address) the webhook certificate carries, e.g. "
+                  "127.0.0.1 for a configuration calling a url on loopback; repeatable")
+      ->type_name("HOST");
   option("--workers", raw.workers, "Concurrent reconciles")
       ->type_name("N")
       ->default_str(raw.workers);
@@ -207,6 +243,44 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
         absl::StrCat("--health-probe-bind-address: ", health->ToString(),
                      " is also the --metrics-bind-address; give them different ports"));
   }
+
+  absl::StatusOr<BindAddress> webhook =
+      ParseBindAddress(raw.webhook_bind_address, "--webhook-bind-address");
+  if (!webhook.ok()) return webhook.status();
+  o->webhook_bind_address = *webhook;
+  for (const BindAddress* other : {&*metrics, &*health}) {
+    if (webhook->enabled && other->enabled && webhook->port != 0 && webhook->port == other->port &&
+        webhook->host == other->host) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--webhook-bind-address: ", webhook->ToString(),
+                       " is also the metrics or health probe address; give them different ports"));
+    }
+  }
+  if (webhook->enabled && !webhook->host.empty() && webhook->host != "localhost") {
+    unsigned char ip[4];
+    if (inet_pton(AF_INET, webhook->host.c_str(), ip) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--webhook-bind-address: '", webhook->host, "' is not an IPv4 address"));
+    }
+  }
+  o->webhook_cert_dir = raw.webhook_cert_dir;
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{
+                                        "--webhook-secret-name", raw.webhook_secret_name},
+                                    {"--webhook-service-name", raw.webhook_service_name},
+                                    {"--webhook-config-name", raw.webhook_config_name}}) {
+    if (!value.empty() && !base::IsDns1123Subdomain(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": '", value, "' is not a valid object name (DNS-1123 subdomain)"));
+    }
+  }
+  if (raw.webhook_secret_name.empty() || raw.webhook_service_name.empty()) {
+    return absl::InvalidArgumentError(
+        "--webhook-secret-name and --webhook-service-name may not be empty");
+  }
+  o->webhook_secret_name = raw.webhook_secret_name;
+  o->webhook_service_name = raw.webhook_service_name;
+  o->webhook_config_name = raw.webhook_config_name;
+  o->webhook_hosts = raw.webhook_hosts;
 
   for (const auto& [flag, text, into] :
        {std::tuple<const char*, const std::string&, int*>{"--workers", raw.workers, &o->workers},

@@ -64,6 +64,17 @@ struct OperatorOptions {
   absl::Duration retry_period = absl::Seconds(2);
   BindAddress metrics_bind_address{true, "", 8080};
   BindAddress health_probe_bind_address{true, "", 8081};
+  // The validating admission webhook (operator/webhook/): where it listens,
+  // and where its certificate comes from: files in webhook_cert_dir, else the
+  // Secret webhook_secret_name in the leader-election namespace, made by the
+  // operator for webhook_service_name's DNS names and webhook_hosts, its CA
+  // set as the caBundle of webhook_config_name ("" = none).
+  BindAddress webhook_bind_address{true, "", 9443};
+  std::string webhook_cert_dir;
+  std::string webhook_secret_name = "kubetrain-webhook-cert";
+  std::string webhook_service_name = "kubetrain-webhook";
+  std::string webhook_config_name = "kubetrain-validating-webhook";
+  std::vector<std::string> webhook_hosts;
   int workers = 16;
   // Threads that send the requests reconcile passes decide on (ActionRunner).
   int action_threads = 16;
