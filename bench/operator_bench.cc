@@ -259,8 +259,8 @@ int RunExternal(const Flags& flags, int workers) {
     std::string ns = (*target)->ns();
     execl(flags.operator_binary.c_str(), flags.operator_binary.c_str(), "--kubeconfig",
           kubeconfig.c_str(), "--leader-elect=false", "--metrics-bind-address", "127.0.0.1:0",
-          "--health-probe-bind-address", "127.0.0.1:0", "--namespace", ns.c_str(),
-          workers_flag.c_str(), static_cast<char*>(nullptr));
+          "--health-probe-bind-address", "127.0.0.1:0", "--webhook-bind-address", "0",
+          "--namespace", ns.c_str(), workers_flag.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string spid = std::to_string(pid);

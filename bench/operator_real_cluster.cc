@@ -592,6 +592,7 @@ RunResult RunOperatorBinary(const RealClusterOptions& o, int workers, const std:
       "--leader-elect=false",
       "--metrics-bind-address=127.0.0.1:0",
       absl::StrCat("--health-probe-bind-address=127.0.0.1:", health),
+      "--webhook-bind-address=0",
       "--namespace=" + ns,
       "--progress-interval=0",
       absl::StrCat("--workers=", workers),

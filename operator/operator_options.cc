@@ -133,9 +133,9 @@ std::unique_ptr<CLI::App> MakeApp(RawFlags& raw) {
          "The webhook's Service; the certificate names <service>.<namespace>.svc")
       ->type_name("NAME")
       ->default_str(raw.webhook_service_name);
-  maybe_empty("--webhook-config-name", raw.webhook_config_name,
-              "ValidatingWebhookConfiguration whose caBundle the operator sets to its "
-              "certificate (\"\" = none)")
+  option("--webhook-config-name", raw.webhook_config_name,
+         "ValidatingWebhookConfiguration whose caBundle the operator sets to its own "
+         "certificate (not with --webhook-cert-dir)")
       ->type_name("NAME")
       ->default_str(raw.webhook_config_name);
   app->add_option("--webhook-host", raw.webhook_hosts,
@@ -272,10 +272,6 @@ absl::Status Convert(const RawFlags& raw, OperatorOptions* o) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, ": '", value, "' is not a valid object name (DNS-1123 subdomain)"));
     }
-  }
-  if (raw.webhook_secret_name.empty() || raw.webhook_service_name.empty()) {
-    return absl::InvalidArgumentError(
-        "--webhook-secret-name and --webhook-service-name may not be empty");
   }
   o->webhook_secret_name = raw.webhook_secret_name;
   o->webhook_service_name = raw.webhook_service_name;

@@ -68,7 +68,7 @@ struct OperatorOptions {
   // and where its certificate comes from: files in webhook_cert_dir, else the
   // Secret webhook_secret_name in the leader-election namespace, made by the
   // operator for webhook_service_name's DNS names and webhook_hosts, its CA
-  // set as the caBundle of webhook_config_name ("" = none).
+  // set as the caBundle of webhook_config_name.
   BindAddress webhook_bind_address{true, "", 9443};
   std::string webhook_cert_dir;
   std::string webhook_secret_name = "kubetrain-webhook-cert";

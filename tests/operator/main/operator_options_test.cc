@@ -61,6 +61,35 @@ TEST(OperatorOptionsTest, Defaults) {
   EXPECT_EQ(o.progress_interval, absl::Seconds(30));
   EXPECT_EQ(o.log_format, kube::StreamLogger::Format::kText);
   EXPECT_EQ(o.log_level, kube::LogLevel::kInfo);
+  EXPECT_TRUE(o.webhook_bind_address.enabled);
+  EXPECT_EQ(o.webhook_bind_address.port, 9443);
+  EXPECT_EQ(o.webhook_cert_dir, "");
+  EXPECT_EQ(o.webhook_secret_name, "kubetrain-webhook-cert");
+  EXPECT_EQ(o.webhook_service_name, "kubetrain-webhook");
+  EXPECT_EQ(o.webhook_config_name, "kubetrain-validating-webhook");
+  EXPECT_TRUE(o.webhook_hosts.empty());
+}
+
+TEST(OperatorOptionsTest, WebhookFlags) {
+  const OperatorOptions o =
+      ParseOk({"--webhook-bind-address=127.0.0.1:0", "--webhook-cert-dir=/certs",
+               "--webhook-secret-name=s", "--webhook-service-name=svc", "--webhook-config-name=vwc",
+               "--webhook-host", "127.0.0.1", "--webhook-host=op.example.com"});
+  EXPECT_EQ(o.webhook_bind_address.host, "127.0.0.1");
+  EXPECT_EQ(o.webhook_bind_address.port, 0);
+  EXPECT_EQ(o.webhook_cert_dir, "/certs");
+  EXPECT_EQ(o.webhook_secret_name, "s");
+  EXPECT_EQ(o.webhook_service_name, "svc");
+  EXPECT_EQ(o.webhook_config_name, "vwc");
+  EXPECT_EQ(o.webhook_hosts, (std::vector<std::string>{"127.0.0.1", "op.example.com"}));
+  EXPECT_FALSE(ParseOk({"--webhook-bind-address=0"}).webhook_bind_address.enabled);
+  EXPECT_EQ(ErrorOf({"--webhook-bind-address=[::1]:9443"}),
+            "--webhook-bind-address: '[::1]' is not an IPv4 address");
+  EXPECT_EQ(ErrorOf({"--webhook-bind-address=:8080"}),
+            "--webhook-bind-address: :8080 is also the metrics or health probe address; give "
+            "them different ports");
+  EXPECT_EQ(ErrorOf({"--webhook-secret-name=Not_A_Name"}),
+            "--webhook-secret-name: 'Not_A_Name' is not a valid object name (DNS-1123 subdomain)");
 }
 
 TEST(OperatorOptionsTest, EveryFlag) {

@@ -111,6 +111,10 @@ class Operator {
                                      "127.0.0.1:0",
                                      "--health-probe-bind-address",
                                      "127.0.0.1:0",
+                                     "--webhook-bind-address",
+                                     "127.0.0.1:0",
+                                     "--webhook-host",
+                                     "127.0.0.1",
                                      "--leader-election-namespace",
                                      "default",
                                      "--workers",
@@ -207,13 +211,29 @@ TEST(OperatorBinaryTest, HelpListsEveryFlag) {
   const testing_util::ProcessResult r =
       testing_util::RunProcess({kBinary, "--help"}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* flag :
-       {"--kubeconfig", "--namespace", "--leader-elect=true", "--leader-election-namespace",
-        "--leader-election-id NAME=kubetrain-operator", "--lease-duration DURATION=15s",
-        "--renew-deadline DURATION=10s", "--retry-period DURATION=2s",
-        "--metrics-bind-address ADDR=:8080", "--health-probe-bind-address ADDR=:8081",
-        "--workers N=16", "--kube-api-qps QPS=20", "--kube-api-burst N=30", "--gang-scheduler",
-        "--progress-interval DURATION=30s", "--log-format FORMAT=text", "--log-level LEVEL=info"}) {
+  for (const char* flag : {"--kubeconfig",
+                           "--namespace",
+                           "--leader-elect=true",
+                           "--leader-election-namespace",
+                           "--leader-election-id NAME=kubetrain-operator",
+                           "--lease-duration DURATION=15s",
+                           "--renew-deadline DURATION=10s",
+                           "--retry-period DURATION=2s",
+                           "--metrics-bind-address ADDR=:8080",
+                           "--health-probe-bind-address ADDR=:8081",
+                           "--workers N=16",
+                           "--kube-api-qps QPS=20",
+                           "--kube-api-burst N=30",
+                           "--gang-scheduler",
+                           "--progress-interval DURATION=30s",
+                           "--log-format FORMAT=text",
+                           "--log-level LEVEL=info",
+                           "--webhook-bind-address ADDR=:9443",
+                           "--webhook-cert-dir",
+                           "--webhook-secret-name NAME=kubetrain-webhook-cert",
+                           "--webhook-service-name NAME=kubetrain-webhook",
+                           "--webhook-config-name NAME=kubetrain-validating-webhook",
+                           "--webhook-host"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
 }
@@ -261,9 +281,10 @@ TEST(OperatorBinaryTest, UnreachableServerExits1) {
   const RefusingPort refusing;
   const std::string server = absl::StrCat("http://127.0.0.1:", refusing.port());
   const std::string path = WriteKubeconfig(dir, server);
-  const testing_util::ProcessResult r = testing_util::RunProcess(
-      {kBinary, "--kubeconfig", path, "--metrics-bind-address=0", "--health-probe-bind-address=0"},
-      std::chrono::seconds(120));
+  const testing_util::ProcessResult r =
+      testing_util::RunProcess({kBinary, "--kubeconfig", path, "--metrics-bind-address=0",
+                                "--health-probe-bind-address=0", "--webhook-bind-address=0"},
+                               std::chrono::seconds(120));
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("cannot list TrainingJobs at ", server)));
@@ -279,10 +300,10 @@ TEST_F(OperatorProcessTest, MetricsAddressInUseExits1) {
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const std::string address = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-  const testing_util::ProcessResult r =
-      testing_util::RunProcess({kBinary, "--kubeconfig", kubeconfig_, "--metrics-bind-address",
-                                address, "--health-probe-bind-address=0"},
-                               std::chrono::seconds(60));
+  const testing_util::ProcessResult r = testing_util::RunProcess(
+      {kBinary, "--kubeconfig", kubeconfig_, "--metrics-bind-address", address,
+       "--health-probe-bind-address=0", "--webhook-bind-address=0"},
+      std::chrono::seconds(60));
   close(fd);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("cannot serve metrics on ", address)));
@@ -344,6 +365,104 @@ TEST_F(OperatorProcessTest, WithoutLeaderElectionRunsAtOnceAndTakesNoLease) {
   std::chrono::milliseconds took{};
   EXPECT_EQ(op.Terminate(&took), 0) << op.process().Output();
   EXPECT_LT(took, std::chrono::seconds(8));
+}
+
+// A port free now (the webhook's URL must be known before the operator starts).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The operator makes its webhook certificate, keeps it in a Secret, sets the
+// configuration's caBundle, and the API server then refuses a scale above
+// maxReplicas by asking it; a restarted operator keeps the same certificate.
+TEST_F(OperatorProcessTest, ServesTheAdmissionWebhookAndTheApiRefusesAScaleAboveMaxReplicas) {
+  const int port = FreePort();
+  const std::string config_name = "kubetrain-validating-webhook";
+  kube::Json config = {
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", "ValidatingWebhookConfiguration"},
+      {"metadata", {{"name", config_name}}},
+      {"webhooks",
+       kube::Json::array(
+           {{{"name", "validate.trainingjobs.kubetrain.io"},
+             {"admissionReviewVersions", {"v1"}},
+             {"sideEffects", "None"},
+             {"clientConfig",
+              {{"url", absl::StrCat("https://127.0.0.1:", port,
+                                    "/validate-kubetrain-io-v1alpha1-trainingjob")}}},
+             {"rules", kube::Json::array({{{"apiGroups", {"kubetrain.io"}},
+                                           {"apiVersions", {"v1alpha1"}},
+                                           {"operations", {"UPDATE"}},
+                                           {"resources", {"trainingjobs/scale"}}}})}}})}};
+  ASSERT_TRUE(client_->Create(kube::kValidatingWebhookConfigurations, "", config).ok());
+  auto ca_bundle = [&] {
+    absl::StatusOr<kube::Json> c =
+        client_->Get(kube::kValidatingWebhookConfigurations, "", config_name);
+    return c.ok() ? (*c)["webhooks"][0]["clientConfig"].value("caBundle", std::string()) : "";
+  };
+  const std::vector<std::string> flags = {"--leader-elect=false", "--webhook-bind-address",
+                                          absl::StrCat("127.0.0.1:", port)};
+  std::string bundle;
+  {
+    Operator op(kubeconfig_, flags);
+    ASSERT_TRUE(op.WaitStarted());
+    ASSERT_THAT(op.process().Output(),
+                HasSubstr(absl::StrCat("serving the admission webhook on 127.0.0.1:", port)));
+    bundle = ca_bundle();
+    ASSERT_FALSE(bundle.empty()) << op.process().Output();
+    absl::StatusOr<kube::Json> secret =
+        client_->Get(kube::kSecrets, "default", "kubetrain-webhook-cert");
+    ASSERT_TRUE(secret.ok()) << secret.status();
+    EXPECT_EQ((*secret)["data"]["ca.crt"], bundle);
+
+    kube::Json job = kube::Json::parse(R"({
+      "apiVersion": "kubetrain.io/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "fm"},
+      "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3},
+               "replicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
+                 "template": {"spec": {"containers": [{"name": "main", "image": "kt"}]}}}}}})");
+    ASSERT_TRUE(client_->Create(kube::kTrainingJobs, "default", job).ok());
+    absl::StatusOr<kube::Json> refused = client_->MergePatch(
+        kube::kTrainingJobs, "default", "fm", kube::Json{{"spec", {{"replicas", 6}}}}, "scale");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("admission webhook \"validate.trainingjobs.kubetrain.io\" denied the "
+                          "request: spec.replicas: Invalid value: 6: 6 is above "
+                          "spec.elasticPolicy.maxReplicas 3"));
+    EXPECT_TRUE(client_
+                    ->MergePatch(kube::kTrainingJobs, "default", "fm",
+                                 kube::Json{{"spec", {{"replicas", 3}}}}, "scale")
+                    .ok());
+    EXPECT_TRUE(op.process().WaitForOutput(
+        [](const std::string& out) {
+          return out.find("refused UPDATE trainingjobs/scale default/fm") != std::string::npos;
+        },
+        std::chrono::seconds(10)))
+        << op.process().Output();
+    std::chrono::milliseconds took{};
+    EXPECT_EQ(op.Terminate(&took), 0) << op.process().Output();
+  }
+  // With no replica serving, failurePolicy Fail (the default) refuses too.
+  absl::StatusOr<kube::Json> unserved = client_->MergePatch(
+      kube::kTrainingJobs, "default", "fm", kube::Json{{"spec", {{"replicas", 2}}}}, "scale");
+  ASSERT_FALSE(unserved.ok());
+  EXPECT_THAT(unserved.status().message(),
+              HasSubstr("failed calling webhook \"validate.trainingjobs.kubetrain.io\""));
+  // Restarted, it serves the certificate it made: the caBundle stays.
+  Operator again(kubeconfig_, flags);
+  ASSERT_TRUE(again.WaitStarted());
+  EXPECT_EQ(ca_bundle(), bundle);
+  EXPECT_TRUE(client_
+                  ->MergePatch(kube::kTrainingJobs, "default", "fm",
+                               kube::Json{{"spec", {{"replicas", 2}}}}, "scale")
+                  .ok());
 }
 
 TEST_F(OperatorProcessTest, SigintAlsoStopsCleanly) {

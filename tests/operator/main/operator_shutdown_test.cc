@@ -66,10 +66,11 @@ TEST(OperatorShutdown, WithABacklogSigtermExitsWithinFiveSeconds) {
                                  "\"}\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: e\n  "
                                  "context: {cluster: e, user: u}\ncurrent-context: e\n"));
   }
-  RunningProcess op({KUBETRAIN_OPERATOR_BIN, "--kubeconfig", kubeconfig, "--namespace", ns,
-                     "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address",
-                     "127.0.0.1:0", "--leader-elect", "--leader-election-namespace", ns},
-                    {});
+  RunningProcess op(
+      {KUBETRAIN_OPERATOR_BIN, "--kubeconfig", kubeconfig, "--namespace", ns,
+       "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+       "--webhook-bind-address", "0", "--leader-elect", "--leader-election-namespace", ns},
+      {});
   // Working through the backlog at 20 requests/s: some pods exist, most do
   // not (2 pods, 2 Services, a Secret and status writes a job: over a minute).
   auto pods = [&] {
