@@ -7,7 +7,8 @@
 # the tests' in-memory API emulator as a server), the TrainingJob CRD,
 # the kubetrain-operator binary and
 # kubetrain-node-agent playing the kubelet (pods run as process groups in network namespaces;
-# without root, on the host's network with a loopback port per Service port).
+# without root, on the host's network with a loopback port per Service port), and the operator's
+# admission webhook on a loopback port (a ValidatingWebhookConfiguration calling it by url).
 #
 #   scripts/local-cluster.sh up   [--api auto|real|emulator] [STATE_DIR]
 #                                             # prints `export KUBECONFIG=...`
@@ -166,6 +167,32 @@ up)
   if [ "$(id -u)" = 0 ] && [ -z "${NODE_AGENT_USER:-}" ] && [ "${NODE_NETWORK:-auto}" != loopback ]; then
     echo "${NODE_BRIDGE:-kt0}" >"$S/run/bridge"
   fi
+  # The operator's admission webhook (a scale outside spec.elasticPolicy is
+  # refused by the API server): on a loopback port the API server calls by url;
+  # the operator makes the certificate and sets the caBundle itself.
+  WEBHOOK_PORT=$(free_port)
+  echo "$WEBHOOK_PORT" >"$S/run/webhook-port"
+  "$K" apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: kubetrain-validating-webhook
+  labels: {app.kubernetes.io/name: kubetrain}
+webhooks:
+  - name: validate.trainingjobs.kubetrain.io
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Fail
+    timeoutSeconds: 10
+    clientConfig:
+      url: https://127.0.0.1:$WEBHOOK_PORT/validate-kubetrain-io-v1alpha1-trainingjob
+    rules:
+      - apiGroups: [kubetrain.io]
+        apiVersions: [v1alpha1]
+        operations: [UPDATE]
+        resources: [trainingjobs, trainingjobs/scale]
+        scope: Namespaced
+EOF
   "$0" start-operator "$S"
   for _ in $(seq 1 100); do
     [ -n "$("$K" get node -o name 2>/dev/null)" ] && break
@@ -183,8 +210,12 @@ start-operator)  # (used by `up`, and by tests that restart the operator mid-job
     echo "local-cluster.sh: the operator is running already" >&2; exit 1
   fi
   echo "local-cluster.sh: starting kubetrain-operator (logs: $S/logs/operator.log)" >&2
+  WEBHOOK=(--webhook-bind-address 0)
+  if [ -s "$S/run/webhook-port" ]; then
+    WEBHOOK=(--webhook-bind-address "127.0.0.1:$(cat "$S/run/webhook-port")" --webhook-host 127.0.0.1)
+  fi
   "$BUILD_DIR/operator/kubetrain-operator" --kubeconfig "$S/kcp/kubeconfig" --leader-elect=false \
-    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "${WEBHOOK[@]}" \
     --progress-interval "${PROGRESS_INTERVAL:-2s}" >>"$S/logs/operator.log" 2>&1 &
   echo $! >"$S/run/operator.pid"
   ;;
@@ -245,7 +276,7 @@ down)
   if [ "$(cat "$S/run/api" 2>/dev/null)" != emulator ] && [ -d "$S/kcp" ]; then
     "$ROOT/scripts/kube-control-plane.sh" stop "$S/kcp" >/dev/null 2>&1 || true
   fi
-  rm -f "$S/run/api"
+  rm -f "$S/run/api" "$S/run/webhook-port"
   echo "local-cluster.sh: stopped" >&2
   ;;
 logs)

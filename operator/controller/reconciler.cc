@@ -663,7 +663,7 @@ struct Reconciler::Pass {
           (before == nullptr || before->message != after->message)) {
         OnWritten([this, m = ScaleRefusedMessage(*clamp)] {
           Event(kEventWarning, "ScaleRefused",
-                absl::StrCat(m, " (the API server cannot refuse a scale without a webhook)"));
+                absl::StrCat(m, " (no admission webhook refused it)"));
         });
       }
     }
@@ -742,9 +742,9 @@ absl::StatusOr<ReconcileResult> Reconciler::ReconcileOnce(const std::string& job
   absl::StatusOr<api::TrainingJob> parsed = api::FromJson(p.job_json);
   if (parsed.ok()) {
     api::ApplyDefaults(*parsed);
-    // An admitted elastic job scaled outside its range runs at the nearest
-    // bound (kubectl scale cannot be refused by a v1.20 API server without
-    // a webhook); a job created outside it is invalid (Validate).
+    // An admitted elastic job scaled outside its range (no admission
+    // webhook refused it: operator/webhook/) runs at the nearest bound; a
+    // job created outside it is invalid (Validate).
     if (FindCondition(p.status, kCondCreated) != nullptr) {
       p.clamp = api::ClampElasticWorkers(*parsed);
     }

@@ -4,7 +4,7 @@
 # change (status.worldSize and status.generation follow, a MembershipChanged event each), the
 # workers that stay keep their pods and restartCount 0, nobody exits 129, the job succeeds above
 # the accuracy bar, and every rank left ends with the same parameters. A scale above maxReplicas
-# runs maxReplicas workers and says ScaleRefused.
+# is refused by the API server itself (the operator's admission webhook) and changes nothing.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 use_namespace e2e-elastic
@@ -35,11 +35,14 @@ wait_until 60 "status.worldSize 3" world_is 3
 gone() { [ -z "$(uid 3)" ]; }
 wait_until 60 "worker-3's pod to go" gone
 log "world 3, generation $(status_of '{.status.generation}'): $(event_message $JOB MembershipChanged)"
-k scale "tj/$JOB" -n "$NS" --replicas=6 >/dev/null
-refused() { [ -n "$(event_message $JOB ScaleRefused)" ]; }
-wait_until 60 "a ScaleRefused event" refused
-log "scale to 6: $(event_message $JOB ScaleRefused)"
-k scale "tj/$JOB" -n "$NS" --replicas=3 >/dev/null
+if out=$(k scale "tj/$JOB" -n "$NS" --replicas=6 2>&1); then
+  fail "kubectl scale --replicas=6 above maxReplicas 4 was accepted: $out"
+fi
+grep -q 'denied the request: spec.replicas: Invalid value: 6: 6 is above spec.elasticPolicy.maxReplicas 4' <<<"$out" ||
+  fail "kubectl scale --replicas=6 failed without the webhook's refusal: $out"
+log "scale to 6 refused: $out"
+[ "$(k get tj $JOB -n "$NS" -o jsonpath='{.spec.replicaSpecs.Worker.replicas}')" = 3 ] ||
+  fail "the refused scale changed spec.replicaSpecs.Worker.replicas"
 wait_job $JOB 400
 [ "$(uid 0)" = "$u0" ] && [ "$(uid 1)" = "$u1" ] && [ "$(uid 2)" = "$u2" ] ||
   fail "a worker that stayed was replaced"

@@ -134,7 +134,7 @@ TEST_F(ElasticControllerTest, AScaleAboveMaxReplicasRunsMaxAndIsRefusedInAnEvent
   ASSERT_TRUE(WaitForPods("cap", 2));
   SetAllRunning("cap");
   ASSERT_TRUE(WaitForCondition("cap", kCondRunning));
-  Scale("cap", 5);  // the v1.20 API server cannot refuse it
+  Scale("cap", 5);  // no admission webhook is installed here to refuse it
   ASSERT_TRUE(WaitForPods("cap", 3));
   SetAllRunning("cap");
   ASSERT_TRUE(WaitForEvent("cap", "ScaleRefused"));
