@@ -60,7 +60,7 @@ json AdmissionResponse(const std::string& uid, const AdmissionVerdict& verdict) 
     if (!verdict.reason.empty()) status["reason"] = verdict.reason;
     if (!verdict.field.empty()) {
       status["details"] = {{"causes", json::array({{{"type", "FieldValueInvalid"},
-                                                    {"message", verdict.message},
+                                                    {"message", verdict.detail},
                                                     {"field", verdict.field}}})}};
     }
     response["status"] = std::move(status);

@@ -37,9 +37,10 @@ struct AdmissionRequest {
 struct AdmissionVerdict {
   bool allowed = true;
   int code = 200;
-  std::string reason;                 // "Invalid"
-  std::string message;                // the whole refusal, for people
-  std::string field;                  // the cause's field ("spec.replicas"), may be empty
+  std::string reason;   // "Invalid"
+  std::string message;  // the whole refusal, for people: "<field>: <detail>"
+  std::string field;    // the cause's field ("spec.replicas"), may be empty
+  std::string detail;   // the cause's message ("Invalid value: 6: ..."), without the field
   std::vector<std::string> warnings;  // shown by kubectl even when allowed
 };
 

@@ -24,8 +24,8 @@ std::optional<AdmissionVerdict> Refusal(TrainingJob job, const std::string& fiel
   v.code = 422;
   v.reason = "Invalid";
   v.field = field;
-  v.message = absl::StrCat(field, ": Invalid value: ", clamp->asked, ": ",
-                           api::ElasticBoundMessage(*clamp));
+  v.detail = absl::StrCat("Invalid value: ", clamp->asked, ": ", api::ElasticBoundMessage(*clamp));
+  v.message = absl::StrCat(field, ": ", v.detail);
   return v;
 }
 
@@ -58,7 +58,8 @@ AdmissionVerdict ReviewScale(const AdmissionRequest& request, const JobLookup& l
     v.code = 422;
     v.reason = "Invalid";
     v.field = "spec.replicas";
-    v.message = absl::StrCat("spec.replicas: Invalid value: ", replicas, ": out of range");
+    v.detail = absl::StrCat("Invalid value: ", replicas, ": out of range");
+    v.message = absl::StrCat(v.field, ": ", v.detail);
     return v;
   }
   job->spec.replica_specs[ReplicaType::kWorker].replicas = static_cast<int32_t>(replicas);

@@ -38,7 +38,8 @@ log "world 3, generation $(status_of '{.status.generation}'): $(event_message $J
 if out=$(k scale "tj/$JOB" -n "$NS" --replicas=6 2>&1); then
   fail "kubectl scale --replicas=6 above maxReplicas 4 was accepted: $out"
 fi
-grep -q 'denied the request: spec.replicas: Invalid value: 6: 6 is above spec.elasticPolicy.maxReplicas 4' <<<"$out" ||
+# kubectl prints a 422's causes: "The request is invalid: spec.replicas: Invalid value: 6: ...".
+grep -q 'spec.replicas: Invalid value: 6: 6 is above spec.elasticPolicy.maxReplicas 4' <<<"$out" ||
   fail "kubectl scale --replicas=6 failed without the webhook's refusal: $out"
 log "scale to 6 refused: $out"
 [ "$(k get tj $JOB -n "$NS" -o jsonpath='{.spec.replicaSpecs.Worker.replicas}')" = 3 ] ||

@@ -72,6 +72,7 @@ TEST(AdmissionReviewTest, AnswersAsTheApiServerReadsThem) {
   refused.reason = "Invalid";
   refused.field = "spec.replicas";
   refused.message = "spec.replicas: Invalid value: 6: too many";
+  refused.detail = "Invalid value: 6: too many";
   refused.warnings = {"careful"};
   EXPECT_EQ(AdmissionResponse("u", refused), json::parse(R"({
     "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -79,7 +80,7 @@ TEST(AdmissionReviewTest, AnswersAsTheApiServerReadsThem) {
                  "status": {"code": 422, "reason": "Invalid",
                             "message": "spec.replicas: Invalid value: 6: too many",
                             "details": {"causes": [{"type": "FieldValueInvalid",
-                                                    "message": "spec.replicas: Invalid value: 6: too many",
+                                                    "message": "Invalid value: 6: too many",
                                                     "field": "spec.replicas"}]}}}})"));
 }
 

@@ -86,6 +86,7 @@ TEST(ElasticAdmissionTest, AScaleWithinTheBoundsIsAllowedAndOneOutsideIsRefusedN
   EXPECT_EQ(above.field, "spec.replicas");
   EXPECT_EQ(above.message,
             "spec.replicas: Invalid value: 6: 6 is above spec.elasticPolicy.maxReplicas 4");
+  EXPECT_EQ(above.detail, "Invalid value: 6: 6 is above spec.elasticPolicy.maxReplicas 4");
   AdmissionVerdict below = ReviewTrainingJob(ScaleRequest(1), lookup);
   EXPECT_FALSE(below.allowed);
   EXPECT_THAT(below.message, HasSubstr("1 is below spec.elasticPolicy.minReplicas 2"));
