@@ -4,7 +4,8 @@
 // loses, drops or gains a member. The first world sets kubetrain_world_size,
 // kubetrain_world_generation and (rank 0 only) kubetrain_world_member; each
 // re-formation sets them again and adds the rendezvous's joined/left/lost
-// counts to kubetrain_membership_changes_total.
+// counts to kubetrain_membership_changes_total, once per generation the rank
+// joined, also one whose links or state broadcast then failed.
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,9 @@
 #include "api/metric_names.h"
 #include "gtest/gtest.h"
 #include "runtime/exchange/allreduce/allreduce_exchange.h"
+#include "runtime/exchange/allreduce/rendezvous_client.h"
+#include "runtime/exchange/allreduce/ring_handshake.h"
+#include "runtime/exchange/tcp_link.h"
 #include "runtime/launcher/loopback_ports.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/runtime_metrics.h"
@@ -272,6 +276,84 @@ TEST(MembershipMetrics, AJoinerGrowsTheWorldAndTheMembersCountIt) {
     EXPECT_EQ(Member(*ranks[0].metrics, name), 1) << name;
     EXPECT_EQ(Member(*ranks[2].metrics, name), std::nullopt) << "only rank 0 names members";
   }
+}
+
+TEST(MembershipMetrics, AGenerationThatFormedButCouldNotConnectStillCountsItsChanges) {
+  // worker-0 and worker-1 (elastic, 2..3) train; a replica the test plays
+  // with a bare rendezvous client joins as worker-2, so generation 2 forms
+  // with three, and leaves before it ever connects its ring: the others'
+  // links of generation 2 never form, and they form generation 3 without
+  // it. Generation 2 counts one joined, generation 3 one left.
+  const int port = FreePort();
+  std::vector<Rank> ranks(2);
+  std::atomic<int> trained{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    ranks[static_cast<size_t>(r)].index = r;
+    threads.emplace_back([&, r] {
+      Rank& me = ranks[static_cast<size_t>(r)];
+      std::unique_ptr<AllreduceExchange> ex = me.Exchange(2, port, 2, 3);
+      if (!me.Start(*ex) || !me.StepWhile(*ex, [](int64_t s) { return s < 1; })) return;
+      ++trained;
+      AllreduceExchange& x = *ex;
+      if (me.StepWhile(x, [&x](int64_t s) { return x.generation() < 3 || s < kSteps; })) {
+        me.Finish(x);
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return trained.load() == 2; }, absl::Seconds(60)))
+      << ranks[0].status << " " << ranks[1].status;
+
+  // worker-2's data plane: worker-1 (its left neighbour) dials it.
+  absl::StatusOr<exchange::TcpListener> data = exchange::TcpListener::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(data.ok()) << data.status();
+  RendezvousClientOptions co;
+  co.address = absl::StrCat("127.0.0.1:", port);
+  co.token = "job-token";
+  co.rank = 2;
+  co.world_size = 2;
+  co.name = "worker-2";
+  co.rank0_name = "worker-0";
+  co.data_address = absl::StrCat("127.0.0.1:", data->port());
+  co.incarnation = 777;
+  co.join_timeout_seconds = 30;
+  co.heartbeat_seconds = 0.05;
+  RendezvousClient joiner(co, ExchangeTestClock(), [](const std::string&) {});
+  absl::StatusOr<v1::JoinResponse> g2 = joiner.Join(-1, 0);
+  ASSERT_TRUE(g2.ok()) << g2.status();
+  ASSERT_EQ(g2->generation_number(), 2u);
+  ASSERT_EQ(g2->ranks_size(), 3);
+  ASSERT_EQ(g2->ranks(2).name(), "worker-2");
+
+  // Both others hold generation 2 before it ends: worker-1 dials this
+  // replica, and worker-0 refuses this replica's call with another job's
+  // token.
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  auto in_time = [until]() -> absl::Status {
+    return absl::Now() < until ? absl::OkStatus() : absl::DeadlineExceededError("30 s passed");
+  };
+  absl::StatusOr<exchange::TcpConnection> from_worker_1 = data->Accept(30, in_time);
+  ASSERT_TRUE(from_worker_1.ok()) << from_worker_1.status();
+  ASSERT_TRUE(ReceiveHandshake(*from_worker_1, 1, g2->generation(), "job-token", in_time).ok());
+  absl::StatusOr<exchange::TcpConnection> to_worker_0 =
+      exchange::TcpConnection::Connect(g2->ranks(0).data_address(), 30, in_time);
+  ASSERT_TRUE(to_worker_0.ok()) << to_worker_0.status();
+  ASSERT_TRUE(SendHandshake(*to_worker_0, 2, g2->generation(), "another-job", in_time).ok());
+  ASSERT_TRUE(WaitFor([&] { return ranks[0].log.Has("refused a data-plane connection"); },
+                      absl::Seconds(30)))
+      << ranks[0].log.All();
+
+  joiner.StartHeartbeats(g2->generation(), 2);
+  joiner.Leave("stopped by signal 15 (Terminated)");
+  joiner.StopHeartbeats();
+  for (auto& t : threads) t.join();
+
+  for (const Rank& r : ranks) {
+    ASSERT_TRUE(r.status.ok()) << "worker-" << r.index << ": " << r.status << "\n" << r.log.All();
+    EXPECT_TRUE(r.log.Has("generation 3 formed")) << r.log.All();
+    ExpectWorld(r, 2, 3, /*joined=*/1, /*left=*/1, /*lost=*/0);
+  }
+  EXPECT_EQ(Member(*ranks[0].metrics, "worker-2"), std::nullopt);
 }
 
 }  // namespace
