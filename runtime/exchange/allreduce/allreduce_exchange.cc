@@ -416,7 +416,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Reform(std::span<float> params, int64
         absl::IsFailedPrecondition(last) || absl::IsResourceExhausted(last)) {
       return last;
     }
-    log_(absl::StrCat("forming generation ", generation_number_ + 1, " failed (", last.message(),
+    // The join succeeded: generation_number_ is the generation that failed.
+    log_(absl::StrCat("forming generation ", generation_number_, " failed (", last.message(),
                       "): joining again"));
     if (stage == FormStage::kBroadcast) state_step = -1;  // part of it may be another's now
   }

@@ -350,6 +350,7 @@ TEST(MembershipMetrics, AGenerationThatFormedButCouldNotConnectStillCountsItsCha
 
   for (const Rank& r : ranks) {
     ASSERT_TRUE(r.status.ok()) << "worker-" << r.index << ": " << r.status << "\n" << r.log.All();
+    EXPECT_TRUE(r.log.Has("forming generation 2 failed")) << r.log.All();
     EXPECT_TRUE(r.log.Has("generation 3 formed")) << r.log.All();
     ExpectWorld(r, 2, 3, /*joined=*/1, /*left=*/1, /*lost=*/0);
   }
