@@ -241,6 +241,9 @@ absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, in
   const std::string& me = name_;
   absl::StatusOr<v1::JoinResponse> joined = client_->Join(state_step, last_generation);
   if (!joined.ok()) return joined.status();
+  // From here on the generation formed with this rank (Reform counts its
+  // changes whatever fails next).
+  changes_ = {joined->joined(), joined->left(), joined->lost()};
   *stage = FormStage::kConnect;
   const int world = joined->ranks_size();
   if (!options_.reform && static_cast<size_t>(world) != options_.names.size()) {
@@ -255,7 +258,6 @@ absl::StatusOr<int64_t> AllreduceExchange::FormWorld(std::span<float> params, in
     return absl::InternalError(absl::StrCat("the rendezvous answered a world without ", me));
   }
   world_.assign(joined->ranks().begin(), joined->ranks().end());
-  changes_ = {joined->joined(), joined->left(), joined->lost()};
   const bool first = generation_number_ == 0;
   generation_number_ = joined->generation_number();
   client_->StartHeartbeats(joined->generation(), rank_);
@@ -397,15 +399,16 @@ absl::StatusOr<int64_t> AllreduceExchange::Reform(std::span<float> params, int64
     if (leaving_.load()) return last;
     FormStage stage;
     absl::StatusOr<int64_t> step = FormWorld(params, state_step, generation_number_, &stage);
-    if (step.ok()) {
-      if (options_.metrics != nullptr) {
-        using Change = metrics::RuntimeMetrics::MembershipChange;
-        options_.metrics->AddMembershipChanges(Change::kJoined, changes_[0]);
-        options_.metrics->AddMembershipChanges(Change::kLeft, changes_[1]);
-        options_.metrics->AddMembershipChanges(Change::kLost, changes_[2]);
-      }
-      return step;
+    // A generation this rank joined counts its changes even when its links
+    // or state then fail: the next one's are counted from it, not from the
+    // generation before.
+    if (stage != FormStage::kJoin && options_.metrics != nullptr) {
+      using Change = metrics::RuntimeMetrics::MembershipChange;
+      options_.metrics->AddMembershipChanges(Change::kJoined, changes_[0]);
+      options_.metrics->AddMembershipChanges(Change::kLeft, changes_[1]);
+      options_.metrics->AddMembershipChanges(Change::kLost, changes_[2]);
     }
+    if (step.ok()) return step;
     last = step.status();
     // The join itself waited the whole --rendezvous-timeout (or was
     // refused), or this rank's own fault.
@@ -413,7 +416,8 @@ absl::StatusOr<int64_t> AllreduceExchange::Reform(std::span<float> params, int64
         absl::IsFailedPrecondition(last) || absl::IsResourceExhausted(last)) {
       return last;
     }
-    log_(absl::StrCat("forming generation ", generation_number_ + 1, " failed (", last.message(),
+    // The join succeeded: generation_number_ is the generation that failed.
+    log_(absl::StrCat("forming generation ", generation_number_, " failed (", last.message(),
                       "): joining again"));
     if (stage == FormStage::kBroadcast) state_step = -1;  // part of it may be another's now
   }
