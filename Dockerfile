@@ -74,8 +74,8 @@ ARG VERSION
 LABEL org.opencontainers.image.title="kubetrain-operator" \
       org.opencontainers.image.description="kubetrain operator: runs TrainingJob custom resources as pods and services" \
       org.opencontainers.image.version="${VERSION}"
-# Metrics :8080, probes :8081.
-EXPOSE 8080 8081
+# Metrics :8080, probes :8081, the admission webhook (HTTPS) :9443.
+EXPOSE 8080 8081 9443
 USER 65532:65532
 WORKDIR /tmp
 ENTRYPOINT ["/usr/local/bin/kubetrain-operator"]
