@@ -41,10 +41,17 @@ const CASES = [
   {dir: 'deploy/overlays/monitoring', values: 'monitoring.yaml', namespaces: ['kubetrain-system']},
 ]
 
+// The admission webhook's objects, in the base and so in every overlay (the
+// chart's with webhook.enabled, its default).
+const WEBHOOK = ['Service/kubetrain-system/kubetrain-webhook', 'ValidatingWebhookConfiguration//kubetrain-validating-webhook',
+  'Role/kubetrain-system/kubetrain-operator-webhook', 'RoleBinding/kubetrain-system/kubetrain-operator-webhook',
+  'ClusterRole//kubetrain-operator-webhook', 'ClusterRoleBinding//kubetrain-operator-webhook']
+
 for (const c of CASES) {
   test(`${c.dir} = helm template ${c.values ?? '(default values)'}`, () => {
     const kust = loadYamlDocuments(run(kubectl, ['kustomize', join(ROOT, c.dir)]), c.dir)
     assert.deepEqual(kust.filter((o) => o.kind === 'Namespace').map((o) => o.metadata.name).sort(), c.namespaces)
+    for (const k of WEBHOOK) assert.ok(kust.some((o) => key(o) === k), `${c.dir}: no ${k}`)
     const fromKustomize = byKey(kust)
     const fromHelm = byKey(helmTemplate(helm, {
       values: c.values && join(ROOT, 'tests/packaging/values', c.values), crds: true,

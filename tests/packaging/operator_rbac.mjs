@@ -36,26 +36,75 @@ export const EXCEPTIONS = {
 }
 
 // Permissions the operator uses only with a flag, granted only with the
-// chart value that sets it: rule -> {value, equals, flag, file, guard}. The
-// test checks that every call on the resource in the source sits in `file`,
-// whose text contains `guard` (the flag's check).
+// chart values that set it: rule -> {when: {value: what it must be}, verbs
+// (all when absent), flag, files, guards}. The test checks that every call
+// of those verbs on the resource in the source sits in `files`, whose text
+// contains the matching `guards` (the flag's check).
 export const CONDITIONAL = {
   // PodGroups: the informer and every create/delete are behind
   // --gang-scheduler=volcano (training_job_controller.cc makes the informer
   // only then; reconciler.cc reaches them only through it).
   'scheduling.volcano.sh/podgroups': {
-    value: 'operator.gangScheduler', equals: 'volcano', flag: '--gang-scheduler=volcano',
+    when: {'operator.gangScheduler': 'volcano'}, flag: '--gang-scheduler=volcano',
     files: ['operator/controller/training_job_controller.cc', 'operator/controller/reconciler.cc'],
     guards: ['gang_scheduler == "volcano"', 'd.pod_groups'],
   },
   // Nodes: cluster-scoped, so only a cluster-wide install grants them; the
   // informer exists only with --watch-nodes (auto: off with --namespace).
   '/nodes': {
-    value: 'watchNamespace', equals: '', flag: '--watch-nodes',
+    when: {watchNamespace: ''}, flag: '--watch-nodes',
     files: ['operator/controller/training_job_controller.cc'],
     guards: ['options.watch_nodes'],
   },
+  // get on TrainingJobs: only the admission webhook reads one (the job a
+  // Scale belongs to: a Scale carries no elasticPolicy); the controller
+  // reads its informer's cache. StartWebhook in main.cc returns before it
+  // with --webhook-bind-address=0, which the chart passes with
+  // webhook.enabled false.
+  'kubetrain.io/trainingjobs': {
+    when: {'webhook.enabled': true}, verbs: ['get'], flag: '--webhook-bind-address',
+    files: ['operator/main.cc'],
+    guards: ['if (!o.webhook_bind_address.enabled) {'],
+  },
 }
+
+// Calls on single objects the operator names by a flag, in its own
+// namespace or cluster-scoped, never on the watched namespaces' objects:
+// file -> {rules: {rule: the flag naming the object}, when, functions,
+// callers}. They are granted in roles of their own: a Role in the
+// operator's own namespace for namespaced resources, a ClusterRole for
+// cluster-scoped ones (also in a namespaced install), each verb limited to
+// the object by resourceNames except create (RBAC sees no name before an
+// object exists, so create cannot be limited by one). The file's
+// `functions` may be called only from `callers`, each holding its guards.
+export const NAMED = {
+  // The admission webhook's self-managed certificate (webhook_certs.cc):
+  // EnsureServingCert reads, updates or creates the --webhook-secret-name
+  // Secret in the operator's own namespace (the leader-election namespace
+  // resolution: --leader-election-namespace, else its service account's, as
+  // the Lease's Role), and InjectCaBundle reads and updates the
+  // --webhook-config-name ValidatingWebhookConfiguration (cluster-scoped).
+  // main.cc calls them only with the webhook on and no --webhook-cert-dir:
+  // a certificate from elsewhere (webhook.existingCertSecret) needs neither.
+  'operator/webhook/webhook_certs.cc': {
+    rules: {
+      '/secrets': '--webhook-secret-name',
+      'admissionregistration.k8s.io/validatingwebhookconfigurations': '--webhook-config-name',
+    },
+    when: {'webhook.enabled': true, 'webhook.existingCertSecret': ''},
+    functions: ['EnsureServingCert', 'InjectCaBundle'],
+    callers: {'operator/main.cc': ['if (!o.webhook_bind_address.enabled) {', 'if (!o.webhook_cert_dir.empty()) {']},
+  },
+}
+
+// The chart values the permissions depend on, from requiredRules' options.
+function chartValues({gangScheduler = '', namespaced = false, webhook = true, webhookCertSecret = ''} = {}) {
+  return {
+    'operator.gangScheduler': gangScheduler, watchNamespace: namespaced ? 'namespaced' : '',
+    'webhook.enabled': webhook, 'webhook.existingCertSecret': webhookCertSecret,
+  }
+}
+const holds = (when, values) => Object.entries(when).every(([k, v]) => values[k] === v)
 
 // C++ source with comments blanked (newlines kept); string and character
 // literals kept as they are.
@@ -119,11 +168,13 @@ export function callArguments(src, open) {
   throw new Error(`unbalanced call at offset ${open}`)
 }
 
-// resource.h's constants: {kPods: {group: '', plural: 'pods'}, ...}.
+// resource.h's constants: {kPods: {group: '', plural: 'pods', namespaced: true}, ...}.
 export function resourceConstants(headerText) {
   const out = {}
-  const re = /constexpr\s+ResourceType\s+(k\w+)\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"/g
-  for (const m of stripComments(headerText).matchAll(re)) out[m[1]] = {group: m[2], plural: m[4]}
+  const re = /constexpr\s+ResourceType\s+(k\w+)\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*"[^"]*"\s*(?:,\s*(true|false))?/g
+  for (const m of stripComments(headerText).matchAll(re)) {
+    out[m[1]] = {group: m[2], plural: m[4], namespaced: m[5] !== 'false'}
+  }
   return out
 }
 
@@ -202,9 +253,9 @@ export function deriveOperatorRules(root) {
   const rules = {}
   const uses = []
   const problems = []
-  const add = (rule, verb, where) => {
+  const add = (rule, verb, where, namespaced) => {
     rules[rule] = [...new Set([...(rules[rule] ?? []), verb])].sort()
-    uses.push({rule, verb, where})
+    uses.push({rule, verb, where, file: where.split(':')[0], namespaced})
   }
   for (const file of ccFiles(join(root, 'operator'))) {
     const rel = relative(root, file)
@@ -220,7 +271,7 @@ export function deriveOperatorRules(root) {
       }
       const rule = `${r.group}/${r.plural}${call.subresource ? `/${call.subresource}` : ''}`
       const verbs = call.verb === 'informer' ? informerVerbs : [call.verb]
-      for (const v of verbs) add(rule, v, `${rel}:${call.line}${call.verb === 'informer' ? ' (Informer)' : ''}`)
+      for (const v of verbs) add(rule, v, `${rel}:${call.line}${call.verb === 'informer' ? ' (Informer)' : ''}`, r.namespaced)
     }
   }
   if (problems.length) throw new Error(`cannot derive the operator's permissions:\n  ${problems.join('\n  ')}`)
@@ -228,15 +279,41 @@ export function deriveOperatorRules(root) {
 }
 
 // The derived rules plus the documented exceptions, for an operator run with
-// `gangScheduler` ("" or "volcano"), cluster-wide or `namespaced`:
-// CONDITIONAL rules only when their value says so.
-export function requiredRules(root, {gangScheduler = '', namespaced = false} = {}) {
-  const {rules} = deriveOperatorRules(root)
-  const out = {...rules}
+// `gangScheduler` ("" or "volcano"), cluster-wide or `namespaced`, with the
+// admission `webhook` on or off and its certificate from
+// `webhookCertSecret` (a mounted Secret) or its own: CONDITIONAL rules only
+// when their values say so. The NAMED calls are not here (requiredNamedRules).
+export function requiredRules(root, options = {}) {
+  const values = chartValues(options)
+  const {uses} = deriveOperatorRules(root)
+  const out = {}
+  for (const u of uses) {
+    if (NAMED[u.file]?.rules[u.rule]) continue
+    const c = CONDITIONAL[u.rule]
+    if (c && (!c.verbs || c.verbs.includes(u.verb)) && !holds(c.when, values)) continue
+    out[u.rule] = [...new Set([...(out[u.rule] ?? []), u.verb])].sort()
+  }
   for (const [k, v] of Object.entries(EXCEPTIONS)) out[k] = [...new Set([...(out[k] ?? []), ...v])].sort()
-  for (const [k, c] of Object.entries(CONDITIONAL)) {
-    if (c.value === 'operator.gangScheduler' && gangScheduler !== c.equals) delete out[k]
-    if (c.value === 'watchNamespace' && namespaced) delete out[k]
+  return out
+}
+
+// The NAMED calls as rules, for the object names an install gives the flags
+// (`names`: flag -> name) and the options of requiredRules:
+// {namespaced: {...}, cluster: {...}}, the Role in the operator's own
+// namespace and the ClusterRole. A verb limited to one object is the rule
+// "group/plural:name"; create stays "group/plural".
+export function requiredNamedRules(root, {names = {}, ...options} = {}) {
+  const values = chartValues(options)
+  const {uses} = deriveOperatorRules(root)
+  const out = {namespaced: {}, cluster: {}}
+  for (const u of uses) {
+    const n = NAMED[u.file]
+    const flag = n?.rules[u.rule]
+    if (!flag || !holds(n.when, values)) continue
+    if (u.verb !== 'create' && !names[flag]) throw new Error(`requiredNamedRules: no name given for ${flag}`)
+    const k = u.verb === 'create' ? u.rule : `${u.rule}:${names[flag]}`
+    const role = out[u.namespaced ? 'namespaced' : 'cluster']
+    role[k] = [...new Set([...(role[k] ?? []), u.verb])].sort()
   }
   return out
 }

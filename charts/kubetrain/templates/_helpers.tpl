@@ -44,6 +44,41 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: kubetrain
 {{- end }}
 
+{{/* The admission webhook's objects: labelled component webhook, so that the
+metrics ServiceMonitor (component operator) does not select its Service. */}}
+{{- define "kubetrain.webhookLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "kubetrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubetrain
+{{- end }}
+
+{{- define "kubetrain.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "kubetrain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kubetrain.webhookConfigName" -}}
+{{- printf "%s-validating-webhook" (include "kubetrain.fullname" .) }}
+{{- end }}
+
+{{- define "kubetrain.webhookSecretName" -}}
+{{- printf "%s-webhook-cert" (include "kubetrain.fullname" .) }}
+{{- end }}
+
+{{/* "true" when the operator keeps the webhook's certificate itself (the
+Secret, the caBundle): the webhook on and no existingCertSecret. */}}
+{{- define "kubetrain.webhookSelfManaged" -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.existingCertSecret) }}true{{ end }}
+{{- end }}
+
+{{/* Where the operator mounts webhook.existingCertSecret (--webhook-cert-dir). */}}
+{{- define "kubetrain.webhookCertDir" -}}
+/etc/kubetrain/webhook-tls
+{{- end }}
+
 {{- define "kubetrain.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -56,6 +91,18 @@ app.kubernetes.io/part-of: kubetrain
 {{- default .Release.Namespace .Values.operator.leaderElection.namespace }}
 {{- end }}
 
+{{/* The operator's own namespace, as it resolves it (operator_options.cc
+ResolveLeaderElectionNamespace): --leader-election-namespace, which the chart
+passes with leader election on, else its service account's, the release
+namespace. The webhook's Secret lives there. */}}
+{{- define "kubetrain.operatorNamespace" -}}
+{{- if .Values.operator.leaderElection.enabled }}
+{{- include "kubetrain.leaderElectionNamespace" . }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
 {{/*
 The operator's permissions, least privilege: exactly the API calls
 kubetrain-operator makes (tests/packaging/rbac.test.mjs derives them from the
@@ -65,12 +112,17 @@ trainingjobs/finalizers update is the one permission no call shows: the
 objects it creates carry ownerReferences with blockOwnerDeletion, which the
 OwnerReferencesPermissionEnforcement admission plugin checks. Secrets: create
 only (the job's token Secret is never read back). Volcano PodGroups only with
-gangScheduler volcano: the operator touches them only then.
+gangScheduler volcano: the operator touches them only then. get on
+TrainingJobs only with the webhook: it reads the job a Scale belongs to.
 */}}
 {{- define "kubetrain.rules" -}}
 - apiGroups: [kubetrain.io]
   resources: [trainingjobs]
+  {{- if .Values.webhook.enabled }}
+  verbs: [get, list, watch, delete]
+  {{- else }}
   verbs: [list, watch, delete]
+  {{- end }}
 - apiGroups: [kubetrain.io]
   resources: [trainingjobs/status]
   verbs: [update, patch]
@@ -100,6 +152,29 @@ gangScheduler volcano: the operator touches them only then.
   resources: [podgroups]
   verbs: [list, watch, create, delete]
 {{- end }}
+{{- end }}
+
+{{/*
+The webhook's self-managed certificate (operator/webhook/webhook_certs.cc), in
+the operator's own namespace: its one Secret read and updated by name, and
+created (RBAC cannot limit create by name: the object has none yet).
+*/}}
+{{- define "kubetrain.webhookSecretRules" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ include "kubetrain.webhookSecretName" . }}]
+  verbs: [get, update]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+{{- end }}
+
+{{/* ... and the caBundle of its one ValidatingWebhookConfiguration. */}}
+{{- define "kubetrain.webhookConfigRules" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ include "kubetrain.webhookConfigName" . }}]
+  verbs: [get, update]
 {{- end }}
 
 {{/* Leader election: the Lease only (operator/kube/leader_elector.cc). */}}
