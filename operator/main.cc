@@ -50,6 +50,7 @@
 #include "operator/metrics/metrics_endpoint.h"
 #include "operator/metrics/prometheus_operator_metrics.h"
 #include "operator/operator_options.h"
+#include "operator/webhook/ca_bundle_keeper.h"
 #include "operator/webhook/webhook_certs.h"
 #include "operator/webhook/webhook_server.h"
 
@@ -163,7 +164,8 @@ uint32_t RandomSuffix() {
 absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
     const kubetrain::operator_main::OperatorOptions& o, kubetrain::kube::KubeClient& client,
     const kubetrain::kube::KubeConfig& config, const kubetrain::kube::ConfigEnvironment& env,
-    kubetrain::kube::Logger& logger) {
+    const kubetrain::Clock& clock, kubetrain::kube::Logger& logger,
+    std::unique_ptr<kubetrain::webhook::CaBundleKeeper>* keeper) {
   namespace kube = kubetrain::kube;
   namespace webhook = kubetrain::webhook;
   if (!o.webhook_bind_address.enabled) {
@@ -196,17 +198,15 @@ absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
     }
     https.cert_pem = cert->cert_pem;
     https.key_pem = cert->key_pem;
-    if (!o.webhook_config_name.empty()) {
-      absl::Status injected =
-          webhook::InjectCaBundle(client, o.webhook_config_name, cert->cert_pem, logger);
-      if (absl::IsNotFound(injected)) {
-        logger.Warning(kLog,
-                       absl::StrCat("no validatingwebhookconfiguration ", o.webhook_config_name,
-                                    ": the API server will not call the webhook"));
-      } else if (!injected.ok()) {
-        return injected;
-      }
+    // Set now and kept set: the configuration may come later, or be
+    // written again without it.
+    *keeper = std::make_unique<webhook::CaBundleKeeper>(
+        client, o.webhook_config_name, cert->cert_pem, clock, logger, absl::Seconds(10));
+    if (absl::Status s = (*keeper)->Check(); absl::IsPermissionDenied(s)) {
+      return absl::Status(s.code(),
+                          absl::StrCat("the admission webhook's caBundle: ", s.message()));
     }
+    (*keeper)->Start();
   }
   absl::StatusOr<std::unique_ptr<webhook::WebhookServer>> server = webhook::WebhookServer::Start(
       https,
@@ -301,8 +301,9 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
 
   // The admission webhook, before the controller: a scale above
   // maxReplicas is refused as soon as this replica runs.
+  std::unique_ptr<kubetrain::webhook::CaBundleKeeper> ca_bundle_keeper;
   absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> webhook_server =
-      StartWebhook(o, client, *config, env, logger);
+      StartWebhook(o, client, *config, env, clock, logger, &ca_bundle_keeper);
   if (!webhook_server.ok()) {
     logger.Error(kLog, std::string(webhook_server.status().message()));
     return 1;
@@ -434,6 +435,7 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   metrics.SetLeader(false);
   health.reset();
   metrics_endpoint.reset();
+  ca_bundle_keeper.reset();
   webhook_server->reset();
   logger.Info(kLog, absl::StrCat("exiting with code ", exit_code));
   return exit_code;

@@ -59,7 +59,7 @@ log "$JOB Succeeded (kubectl wait)"
 assert_rows_moved "$E2E_STATE/$NS.rows"
 
 # The columns kubectl prints from the CRD's additionalPrinterColumns.
-header=$(k get tj -n "$NS" | head -1 | tr -s ' ')
+header=$(k get tj -n "$NS" | sed -n 1p | tr -s ' ')
 [ "$header" = "NAME STATUS STEP LOSS ACCURACY WORLD AGE" ] || fail "kubectl get tj header: '$header'"
 read -r name status step loss acc age < <(k get tj "$JOB" -n "$NS" --no-headers)
 log "kubectl get tj: $name $status $step $loss $acc $age"

@@ -42,7 +42,7 @@ wait $follow_pid || fail "kubectl kubetrain logs -f exited $?: $(cat "$E2E_STATE
 for r in "worker-0 r0" "ps-0 r0"; do
   prefixed "$r" "" || fail "no [$r] lines in the follow: $(head -3 "$E2E_STATE/$NS.follow")"
 done
-first_r1=$(grep -n '^\[worker-1 r1\] ' "$E2E_STATE/$NS.follow" | head -1 | cut -d: -f1)
+first_r1=$(grep -n '^\[worker-1 r1\] ' "$E2E_STATE/$NS.follow" | sed -n 1p | cut -d: -f1)
 last_r0=$(grep -n '^\[worker-1 r0\] ' "$E2E_STATE/$NS.follow" | tail -1 | cut -d: -f1)
 [ "$last_r0" -lt "$first_r1" ] || fail "[worker-1 r0] lines after [worker-1 r1] ones (lines $last_r0, $first_r1)"
 # Each run's lines once: the follow holds exactly what the node agent's file holds for worker-1.

@@ -195,6 +195,7 @@ assert_rows_moved() {  # assert_rows_moved FILE
   local moving
   moving=$(awk '$1 > 0' "$1" | sort -u | wc -l)
   log "kubectl get tj showed $moving distinct STEP LOSS ACCURACY rows, e.g.:"
-  awk '$1 > 0' "$1" | sort -un | head -4
+  # sed reads to the end: head would leave sort to die of SIGPIPE, which pipefail makes fatal.
+  awk '$1 > 0' "$1" | sort -un | sed -n 1,4p
   [ "$moving" -ge 2 ] || fail "STEP/LOSS/ACCURACY did not move in kubectl get tj"
 }

@@ -45,7 +45,7 @@ wait_until 120 "worker-0 to restore the checkpoint of step $step" restored
 log "worker-0 restored $path (step $step)"
 wait_job $JOB 360
 # Step continuity: training went on from the checkpoint, not from 0.
-first=$(pod_log $JOB-worker-0 | sed -n '/restored /,$ s/^progress step=\([0-9]*\)\/.*/\1/p' | head -1)
+first=$(pod_log $JOB-worker-0 | sed -n '/restored /,$ s/^progress step=\([0-9]*\)\/.*/\1/p' | sed -n 1p)
 [ -n "$first" ] && [ "$first" -gt "$step" ] ||
   fail "after the restore worker-0's first progress step is '$first', not after $step"
 log "after the resume worker-0 went on at step $first"

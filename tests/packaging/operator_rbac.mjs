@@ -76,7 +76,8 @@ export const CONDITIONAL = {
 // cluster-scoped ones (also in a namespaced install), each verb limited to
 // the object by resourceNames except create (RBAC sees no name before an
 // object exists, so create cannot be limited by one). The file's
-// `functions` may be called only from `callers`, each holding its guards.
+// `functions` may be called (or, for a class, constructed) only from
+// `callers`, each holding its guards and making the calls it names.
 export const NAMED = {
   // The admission webhook's self-managed certificate (webhook_certs.cc):
   // EnsureServingCert reads, updates or creates the --webhook-secret-name
@@ -92,8 +93,16 @@ export const NAMED = {
       'admissionregistration.k8s.io/validatingwebhookconfigurations': '--webhook-config-name',
     },
     when: {'webhook.enabled': true, 'webhook.existingCertSecret': ''},
-    functions: ['EnsureServingCert', 'InjectCaBundle'],
-    callers: {'operator/main.cc': ['if (!o.webhook_bind_address.enabled) {', 'if (!o.webhook_cert_dir.empty()) {']},
+    // main.cc makes the certificate and the CaBundleKeeper behind the guards;
+    // the keeper (ca_bundle_keeper.cc) calls InjectCaBundle every 10 s.
+    functions: ['EnsureServingCert', 'InjectCaBundle', 'CaBundleKeeper'],
+    callers: {
+      'operator/main.cc': {
+        guards: ['if (!o.webhook_bind_address.enabled) {', 'if (!o.webhook_cert_dir.empty()) {'],
+        calls: ['EnsureServingCert', 'CaBundleKeeper'],
+      },
+      'operator/webhook/ca_bundle_keeper.cc': {guards: [], calls: ['InjectCaBundle']},
+    },
   },
 }
 

@@ -1,44 +1,30 @@
-// A self-signed EC certificate (CN kubetrain-node, valid an hour) and its
-// key, written as cert.pem and key.pem in a test's folder: what a TLS server
-// under test (the node agent's kubelet endpoint) serves with. Header-only;
-// the test links OpenSSL's libcrypto.
+// A self-signed certificate for 127.0.0.1 (kube::GenerateServingCert) and
+// its key, written as cert.pem and key.pem in a test's folder: what a TLS
+// server under test (kube::HttpsServer, the node agent's kubelet endpoint)
+// serves with. Header-only; the test links kubetrain::kube.
 #ifndef KUBETRAIN_TESTS_SUPPORT_SELF_SIGNED_CERT_H_
 #define KUBETRAIN_TESTS_SUPPORT_SELF_SIGNED_CERT_H_
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
-#include <cstdio>
+#include <fstream>
 
+#include "absl/time/clock.h"
+#include "operator/kube/serving_cert.h"
 #include "tests/support/temp_files.h"
 
 namespace kubetrain::testing_util {
 
 // Writes dir/cert.pem and dir/key.pem; a failed step fails the test.
 inline void WriteSelfSignedCert(const data::testing_util::TempDir& dir) {
-  EVP_PKEY* key = EVP_EC_gen("prime256v1");
-  ASSERT_NE(key, nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("kubetrain-node"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
-  FILE* c = fopen(dir.File("cert.pem").c_str(), "w");
-  FILE* k = fopen(dir.File("key.pem").c_str(), "w");
-  ASSERT_TRUE(c != nullptr && k != nullptr);
-  PEM_write_X509(c, cert);
-  PEM_write_PrivateKey(k, key, nullptr, nullptr, 0, nullptr, nullptr);
-  fclose(c);
-  fclose(k);
-  X509_free(cert);
-  EVP_PKEY_free(key);
+  kube::ServingCertRequest request;
+  request.common_name = "kubetrain-node";
+  request.ip_addresses = {"127.0.0.1"};
+  request.validity = absl::Hours(1);
+  absl::StatusOr<kube::ServingCert> cert = kube::GenerateServingCert(request, absl::Now());
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  std::ofstream(dir.File("cert.pem")) << cert->cert_pem;
+  std::ofstream(dir.File("key.pem")) << cert->key_pem;
 }
 
 }  // namespace kubetrain::testing_util
