@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -196,8 +197,8 @@ absl::Status LoadCertificate(SSL_CTX* ctx, const HttpsServerOptions& options) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServerOptions& options,
-                                                                Handler handler) {
+// A server context holding the options' certificate.
+absl::StatusOr<SSL_CTX*> NewContext(const HttpsServerOptions& options) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", SslError()));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -205,6 +206,26 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServe
     SSL_CTX_free(ctx);
     return s;
   }
+  return ctx;
+}
+
+// The files' modification times, "" when either cannot be read.
+std::string FileStamps(const HttpsServerOptions& options) {
+  std::string out;
+  for (const std::string* f : {&options.cert_file, &options.key_file}) {
+    struct stat st {};
+    if (stat(f->c_str(), &st) != 0) return "";
+    absl::StrAppend(&out, st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, ";");
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServerOptions& options,
+                                                                Handler handler) {
+  const std::string stamps = options.cert_file.empty() ? "" : FileStamps(options);
+  absl::StatusOr<SSL_CTX*> made = NewContext(options);
+  if (!made.ok()) return made.status();
+  SSL_CTX* ctx = *made;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
@@ -225,7 +246,11 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServe
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<HttpsServer> server(
-      new HttpsServer(ctx, fd, ntohs(addr.sin_port), options.max_body_bytes, std::move(handler)));
+      new HttpsServer(ctx, fd, ntohs(addr.sin_port), options, std::move(handler)));
+  {
+    absl::MutexLock lock(&server->ctx_mu_);
+    server->stamps_ = stamps;
+  }
   if (pipe2(server->wake_pipe_, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
@@ -233,19 +258,48 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsServe
   return server;
 }
 
-HttpsServer::HttpsServer(ssl_ctx_st* ctx, int listen_fd, int port, size_t max_body_bytes,
-                         Handler handler)
-    : ctx_(ctx),
+HttpsServer::HttpsServer(ssl_ctx_st* ctx, int listen_fd, int port,
+                         const HttpsServerOptions& options, Handler handler)
+    : options_(options),
       listen_fd_(listen_fd),
       port_(port),
-      max_body_bytes_(max_body_bytes),
-      handler_(std::move(handler)) {}
+      max_body_bytes_(options.max_body_bytes),
+      handler_(std::move(handler)),
+      ctx_(ctx) {}
+
+ssl_ctx_st* HttpsServer::Context() {
+  absl::MutexLock lock(&ctx_mu_);
+  // Certificate files renewed in place (cert-manager, a mounted Secret):
+  // new connections get the new certificate, as controller-runtime's
+  // certwatcher does. A pair that does not load (half written) keeps the
+  // old one until the next look.
+  if (!options_.cert_file.empty()) {
+    const std::string stamps = FileStamps(options_);
+    if (!stamps.empty() && stamps != stamps_) {
+      absl::StatusOr<SSL_CTX*> made = NewContext(options_);
+      if (made.ok()) {
+        SSL_CTX_free(ctx_);
+        ctx_ = *made;
+        stamps_ = stamps;
+        ++reloads_;
+      }
+    }
+  }
+  SSL_CTX_up_ref(ctx_);
+  return ctx_;
+}
+
+int HttpsServer::reloads() const {
+  absl::MutexLock lock(&ctx_mu_);
+  return reloads_;
+}
 
 HttpsServer::~HttpsServer() {
   Stop();
   if (wake_pipe_[0] >= 0) close(wake_pipe_[0]);
   if (wake_pipe_[1] >= 0) close(wake_pipe_[1]);
   close(listen_fd_);
+  absl::MutexLock lock(&ctx_mu_);
   SSL_CTX_free(ctx_);
 }
 
@@ -317,7 +371,9 @@ void HttpsServer::Serve(int fd) {
   // A client that sends nothing does not hold the thread for ever.
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  SSL* ssl = SSL_new(ctx_);
+  SSL_CTX* ctx = Context();
+  SSL* ssl = SSL_new(ctx);
+  SSL_CTX_free(ctx);  // the connection holds its own reference
   SSL_set_fd(ssl, fd);
   std::string head;
   bool ok = SSL_accept(ssl) == 1;

@@ -36,8 +36,9 @@ namespace kubetrain::kube {
 struct HttpsServerOptions {
   std::string host = "127.0.0.1";  // an IPv4 address to bind ("0.0.0.0": every interface)
   int port = 0;                    // 0: any free port
-  // The certificate (chain) and private key, as PEM files, or else as PEM
-  // text (cert_pem, key_pem).
+  // The certificate (chain) and private key, as PEM files (loaded again
+  // for new connections when they change), or else as PEM text (cert_pem,
+  // key_pem).
   std::string cert_file;
   std::string key_file;
   std::string cert_pem;
@@ -56,6 +57,8 @@ class HttpsServer {
   HttpsServer& operator=(const HttpsServer&) = delete;
 
   int port() const { return port_; }
+  // How many times changed certificate files were loaded again.
+  int reloads() const;
   void Stop();
 
  private:
@@ -65,15 +68,23 @@ class HttpsServer {
     int fd = -1;
   };
 
-  HttpsServer(ssl_ctx_st* ctx, int listen_fd, int port, size_t max_body_bytes, Handler handler);
+  HttpsServer(ssl_ctx_st* ctx, int listen_fd, int port, const HttpsServerOptions& options,
+              Handler handler);
+  // The context for a new connection (a reference the caller frees), after
+  // reloading certificate files that changed.
+  ssl_ctx_st* Context();
   void AcceptLoop();
   void Serve(int fd);
 
-  ssl_ctx_st* const ctx_;
+  const HttpsServerOptions options_;
   const int listen_fd_;
   const int port_;
   const size_t max_body_bytes_;
   Handler handler_;
+  mutable absl::Mutex ctx_mu_;
+  ssl_ctx_st* ctx_ ABSL_GUARDED_BY(ctx_mu_);
+  std::string stamps_ ABSL_GUARDED_BY(ctx_mu_);  // the files' times when ctx_ was loaded
+  int reloads_ ABSL_GUARDED_BY(ctx_mu_) = 0;
   int wake_pipe_[2] = {-1, -1};
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 
 #include "tests/support/self_signed_cert.h"
 #include "tests/support/temp_files.h"
@@ -224,6 +225,52 @@ TEST_F(HttpsServerTest, ServesACertificateGivenAsPemText) {
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_TRUE(absl::IsInvalidArgument(
       HttpsServer::Start(HttpsServerOptions{}, [](const HttpsRequest&, HttpsReply&) {}).status()));
+}
+
+// The certificate a client is served (its DER bytes).
+std::string PeerCertificate(int port) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  std::string der;
+  SSL* ssl = SSL_new(ctx);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) == 1) {
+      X509* peer = SSL_get1_peer_certificate(ssl);
+      unsigned char* out = nullptr;
+      const int n = i2d_X509(peer, &out);
+      if (n > 0) der.assign(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+      OPENSSL_free(out);
+      X509_free(peer);
+      SSL_shutdown(ssl);
+    }
+  }
+  SSL_free(ssl);
+  close(fd);
+  SSL_CTX_free(ctx);
+  return der;
+}
+
+TEST_F(HttpsServerTest, CertificateFilesRenewedInPlaceServeNewConnections) {
+  StartServer([](const HttpsRequest&, HttpsReply& reply) { reply.Write("x"); });
+  const std::string first = PeerCertificate(server_->port());
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(PeerCertificate(server_->port()), first);
+  EXPECT_EQ(server_->reloads(), 0);
+  // cert-manager renews the Secret; the kubelet swaps the mounted files.
+  testing_util::WriteSelfSignedCert(dir_);
+  const std::string second = PeerCertificate(server_->port());
+  ASSERT_FALSE(second.empty());
+  EXPECT_NE(second, first);
+  EXPECT_EQ(server_->reloads(), 1);
+  // A key that does not load (half written) keeps the certificate served.
+  std::ofstream(dir_.File("key.pem")) << "-----BEGIN PRIVATE KEY-----\ntruncated";
+  EXPECT_EQ(PeerCertificate(server_->port()), second);
+  EXPECT_EQ(server_->reloads(), 1);
 }
 
 }  // namespace
