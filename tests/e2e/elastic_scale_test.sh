@@ -44,10 +44,21 @@ grep -q 'spec.replicas: Invalid value: 6: 6 is above spec.elasticPolicy.maxRepli
 log "scale to 6 refused: $out"
 [ "$(k get tj $JOB -n "$NS" -o jsonpath='{.spec.replicaSpecs.Worker.replicas}')" = 3 ] ||
   fail "the refused scale changed spec.replicaSpecs.Worker.replicas"
+# The workers that stayed, while the job runs: same pods, no restart.
+us=("$u0" "$u1" "$u2")
+for i in 0 1 2; do
+  [ "$(uid $i)" = "${us[$i]}" ] || fail "worker-$i, which stayed, was replaced"
+  [ "$(restarts $i)" = 0 ] || fail "worker-$i restarted"
+done
 wait_job $JOB 400
-[ "$(uid 0)" = "$u0" ] && [ "$(uid 1)" = "$u1" ] && [ "$(uid 2)" = "$u2" ] ||
-  fail "a worker that stayed was replaced"
-for i in 0 1 2; do [ "$(restarts $i)" = 0 ] || fail "worker-$i restarted"; done
+# And at the end, for each pod cleanPodPolicy Running has not deleted yet (a worker still
+# Running when worker-0's success ends the job is deleted).
+for i in 0 1 2; do
+  now=$(uid $i || true)
+  [ -z "$now" ] || [ "$now" = "${us[$i]}" ] || fail "worker-$i, which stayed, was replaced"
+  [ -z "$now" ] || [ "$(restarts $i)" = 0 ] || fail "worker-$i restarted"
+done
+[ "$(status_of '{.status.restartCount}')" = 0 ] || fail "the job counted restarts"
 events=$(k get events -n "$NS" -o jsonpath='{.items[*].message}')
 if grep -q "code 129" <<<"$events"; then fail "a replica exited 129 (lost peer): $events"; fi
 [ "$(status_of '{.status.generation}')" -ge 3 ] || fail "status.generation $(status_of '{.status.generation}') < 3"

@@ -125,6 +125,16 @@ TEST_F(SigtermCheckpoint, AllreduceWorkerZeroCheckpointsAndTheNextRunRestoresIt)
         kWait))
         << job.Output("worker", w);
   }
+  // Training again (a step logged after the restore): a SIGTERM before the
+  // loop begins ends the process at once, with nothing new to save.
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 0,
+      [&](const std::string& o) {
+        const size_t at = o.find(restored);
+        return at != std::string::npos && o.find("progress step=", at) != std::string::npos;
+      },
+      kWait))
+      << job.Output("worker", 0);
   job.Kill("worker", 0, SIGTERM);
   job.Kill("worker", 1, SIGTERM);
   EXPECT_EQ(job.Wait("worker", 0, kWait), 128 + SIGTERM) << job.Output("worker", 0);
