@@ -1237,20 +1237,28 @@ EmulatorStore::AdmissionInputs EmulatorStore::AdmissionInputsFor(const std::stri
 }
 
 EmulatorStore::AdmissionInputs EmulatorStore::AdmissionInputsLocked(const std::string& ns) {
+  // Looked up once: every write asks, and almost always finds no configuration.
+  static const auto served = [](const char* plural) {
+    for (const ResourceType& rt : ServedResources()) {
+      if (rt.plural == plural) return &rt;
+    }
+    return static_cast<const ResourceType*>(nullptr);
+  };
+  static const ResourceType* const configurations = served("validatingwebhookconfigurations");
+  static const ResourceType* const namespaces = served("namespaces");
   AdmissionInputs in;
   in.configurations = json::array();
-  for (const ResourceType& rt : ServedResources()) {
-    if (rt.plural == "validatingwebhookconfigurations") {
-      for (const auto& [key, stored] : BucketLocked(rt)) in.configurations.push_back(stored.obj);
-    } else if (rt.plural == "namespaces" && !ns.empty()) {
-      auto it = BucketLocked(rt).find(ns);
-      if (it != BucketLocked(rt).end()) {
-        const json labels = it->second.obj["metadata"].value("labels", json::object());
-        if (labels.is_object()) {
-          for (const auto& [k, v] : labels.items()) {
-            if (v.is_string()) in.namespace_labels[k] = v.get<std::string>();
-          }
-        }
+  const Bucket& stored = BucketLocked(*configurations);
+  if (stored.empty()) return in;
+  for (const auto& [key, config] : stored) in.configurations.push_back(config.obj);
+  if (ns.empty()) return in;
+  const Bucket& nss = BucketLocked(*namespaces);
+  if (auto it = nss.find(ns); it != nss.end()) {
+    const json meta = it->second.obj.value("metadata", json::object());
+    const json labels = meta.is_object() ? meta.value("labels", json::object()) : json();
+    if (labels.is_object()) {
+      for (const auto& [k, v] : labels.items()) {
+        if (v.is_string()) in.namespace_labels[k] = v.get<std::string>();
       }
     }
   }

@@ -143,12 +143,8 @@ bool IsJobRunning(const Json& job) {
 
 api::Progress ProgressFromMetrics(const PrometheusExposition& page, const Json& pod,
                                   const std::string& job_name) {
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {api::kMetricLabelJob, job_name},
-      {api::kMetricLabelNamespace, kube::Namespace(pod)},
-      {api::kMetricLabelReplicaType, kube::Label(pod, api::kLabelReplicaType)},
-      {api::kMetricLabelReplicaIndex, kube::Label(pod, api::kLabelReplicaIndex)},
-  };
+  const std::vector<std::pair<std::string, std::string>> expected =
+      ReplicaMetricLabels(pod, job_name);
   api::Progress progress;
   progress.step = AsCount(FindValue(page, api::kMetricGlobalStep, expected));
   progress.total_steps = AsCount(FindValue(page, api::kMetricTotalSteps, expected));
@@ -318,14 +314,9 @@ void ProgressPoller::WatchJob(const kube::ObjectPtr& job) {
       absl::StatusOr<PrometheusExposition> page = ParsePrometheusText(*body);
       if (page.ok()) {
         r.step = ProgressFromMetrics(*page, *pod, job_name).step;
-        const std::vector<std::pair<std::string, std::string>> expected = {
-            {api::kMetricLabelJob, job_name},
-            {api::kMetricLabelNamespace, kube::Namespace(*pod)},
-            {api::kMetricLabelReplicaType, type},
-            {api::kMetricLabelReplicaIndex, kube::Label(*pod, api::kLabelReplicaIndex)},
-        };
         r.waiting_seconds =
-            FindValue(*page, api::kMetricAllreduceStallSeconds, expected).value_or(0.0);
+            FindValue(*page, api::kMetricAllreduceStallSeconds, ReplicaMetricLabels(*pod, job_name))
+                .value_or(0.0);
         // A replica that answers but has no step yet (loading data) counts
         // as at step 0.
         if (!r.step) r.step = 0;

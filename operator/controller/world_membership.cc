@@ -11,14 +11,20 @@
 
 namespace kubetrain::controller {
 
-WorldReading WorldFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
-                              const std::string& job_name) {
-  const std::vector<std::pair<std::string, std::string>> expected = {
+std::vector<std::pair<std::string, std::string>> ReplicaMetricLabels(const nlohmann::json& pod,
+                                                                     const std::string& job_name) {
+  return {
       {api::kMetricLabelJob, job_name},
       {api::kMetricLabelNamespace, kube::Namespace(pod)},
       {api::kMetricLabelReplicaType, kube::Label(pod, api::kLabelReplicaType)},
       {api::kMetricLabelReplicaIndex, kube::Label(pod, api::kLabelReplicaIndex)},
   };
+}
+
+WorldReading WorldFromMetrics(const PrometheusExposition& page, const nlohmann::json& pod,
+                              const std::string& job_name) {
+  const std::vector<std::pair<std::string, std::string>> expected =
+      ReplicaMetricLabels(pod, job_name);
   WorldReading world;
   for (const PrometheusSample& sample : page.samples) {
     if (!SampleMatches(sample, expected) || !std::isfinite(sample.value)) continue;

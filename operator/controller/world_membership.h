@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operator/controller/prometheus_text.h"
@@ -23,6 +24,12 @@ struct WorldReading {
   std::set<std::string> members;  // "worker-0", ... (value 1 series only)
   bool operator==(const WorldReading&) const = default;
 };
+
+// The constant labels (api/metric_names.h) that mark the runtime metrics of
+// the replica `pod` runs for `job_name`: what status.progress and the world
+// are read by (SampleMatches).
+std::vector<std::pair<std::string, std::string>> ReplicaMetricLabels(const nlohmann::json& pod,
+                                                                     const std::string& job_name);
 
 // The world in `page` for the replica `pod` runs (samples whose constant
 // labels match the pod, as for status.progress).

@@ -25,43 +25,20 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
+#include "operator/kube/openssl_ptr.h"
 
 namespace kubetrain::kube {
 namespace {
 
 // Owners of OpenSSL objects, so every error path frees what it made.
-struct BioFree {
-  void operator()(BIO* p) const { BIO_free(p); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct X509Free {
-  void operator()(X509* p) const { X509_free(p); }
-};
-struct ExtensionFree {
-  void operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }
-};
-struct BignumFree {
-  void operator()(BIGNUM* p) const { BN_free(p); }
-};
-struct GeneralNameFree {
-  void operator()(GENERAL_NAME* p) const { GENERAL_NAME_free(p); }
-};
-struct GeneralNamesFree {
-  void operator()(GENERAL_NAMES* p) const { GENERAL_NAMES_free(p); }
-};
-struct Asn1StringFree {
-  void operator()(ASN1_STRING* p) const { ASN1_STRING_free(p); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using ExtensionPtr = std::unique_ptr<X509_EXTENSION, ExtensionFree>;
-using BignumPtr = std::unique_ptr<BIGNUM, BignumFree>;
-using GeneralNamePtr = std::unique_ptr<GENERAL_NAME, GeneralNameFree>;
-using GeneralNamesPtr = std::unique_ptr<GENERAL_NAMES, GeneralNamesFree>;
-using Asn1StringPtr = std::unique_ptr<ASN1_STRING, Asn1StringFree>;
+using BioPtr = OpensslPtr<BIO, BIO_free>;
+using PkeyPtr = OpensslPtr<EVP_PKEY, EVP_PKEY_free>;
+using X509Ptr = OpensslPtr<X509, X509_free>;
+using ExtensionPtr = OpensslPtr<X509_EXTENSION, X509_EXTENSION_free>;
+using BignumPtr = OpensslPtr<BIGNUM, BN_free>;
+using GeneralNamePtr = OpensslPtr<GENERAL_NAME, GENERAL_NAME_free>;
+using GeneralNamesPtr = OpensslPtr<GENERAL_NAMES, GENERAL_NAMES_free>;
+using Asn1StringPtr = OpensslPtr<ASN1_STRING, ASN1_STRING_free>;
 
 // X.509's upper bound on a common name (ub-common-name).
 constexpr size_t kMaxCommonName = 64;

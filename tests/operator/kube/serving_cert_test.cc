@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "operator/kube/openssl_ptr.h"
 
 namespace kubetrain::kube {
 namespace {
@@ -36,34 +37,13 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-struct X509Free {
-  void operator()(X509* p) const { X509_free(p); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct StoreFree {
-  void operator()(X509_STORE* p) const { X509_STORE_free(p); }
-};
-struct StoreCtxFree {
-  void operator()(X509_STORE_CTX* p) const { X509_STORE_CTX_free(p); }
-};
-struct SslCtxFree {
-  void operator()(SSL_CTX* p) const { SSL_CTX_free(p); }
-};
-struct SslFree {
-  void operator()(SSL* p) const { SSL_free(p); }
-};
-struct BignumFree {
-  void operator()(BIGNUM* p) const { BN_free(p); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using StorePtr = std::unique_ptr<X509_STORE, StoreFree>;
-using StoreCtxPtr = std::unique_ptr<X509_STORE_CTX, StoreCtxFree>;
-using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
-using SslPtr = std::unique_ptr<SSL, SslFree>;
-using BignumPtr = std::unique_ptr<BIGNUM, BignumFree>;
+using X509Ptr = OpensslPtr<X509, X509_free>;
+using PkeyPtr = OpensslPtr<EVP_PKEY, EVP_PKEY_free>;
+using StorePtr = OpensslPtr<X509_STORE, X509_STORE_free>;
+using StoreCtxPtr = OpensslPtr<X509_STORE_CTX, X509_STORE_CTX_free>;
+using SslCtxPtr = OpensslPtr<SSL_CTX, SSL_CTX_free>;
+using SslPtr = OpensslPtr<SSL, SSL_free>;
+using BignumPtr = OpensslPtr<BIGNUM, BN_free>;
 
 const absl::Time kNow =
     absl::FromCivil(absl::CivilSecond(2026, 6, 1, 12, 0, 0), absl::UTCTimeZone());

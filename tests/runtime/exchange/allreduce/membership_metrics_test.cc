@@ -227,6 +227,27 @@ TEST(MembershipMetrics, ALostMemberCountsOnceAndTheSurvivorsExportAWorldOfTwo) {
 
 TEST(MembershipMetrics, ALeavingMemberCountsAsLeftNotLost) { LoseWorkerTwo(/*leaves=*/true); }
 
+// worker-0 and worker-1 of an elastic world (2..3) on `port`: each trains a
+// step (counted in `trained`), then on while `more(exchange, step)`, and
+// finishes.
+void TrainTwo(std::vector<Rank>& ranks, int port, std::atomic<int>& trained,
+              std::function<bool(AllreduceExchange&, int64_t)> more,
+              std::vector<std::thread>& threads) {
+  for (int r = 0; r < 2; ++r) {
+    ranks[static_cast<size_t>(r)].index = r;
+    threads.emplace_back([&ranks, &trained, more, port, r] {
+      Rank& me = ranks[static_cast<size_t>(r)];
+      std::unique_ptr<AllreduceExchange> ex = me.Exchange(2, port, 2, 3);
+      if (!me.Start(*ex) || !me.StepWhile(*ex, [](int64_t s) { return s < 1; })) return;
+      ++trained;
+      AllreduceExchange& x = *ex;
+      if (me.StepWhile(x, [&x, &more](int64_t s) { return more(x, s); })) me.Finish(x);
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return trained.load() == 2; }, absl::Seconds(60)))
+      << ranks[0].status << " " << ranks[1].status;
+}
+
 TEST(MembershipMetrics, AJoinerGrowsTheWorldAndTheMembersCountIt) {
   // An elastic world of 2..3 forms with worker-0 and worker-1; worker-2
   // (a scale-up) joins while they train.
@@ -234,22 +255,10 @@ TEST(MembershipMetrics, AJoinerGrowsTheWorldAndTheMembersCountIt) {
   std::vector<Rank> ranks(3);
   std::atomic<int> trained{0};
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    ranks[static_cast<size_t>(r)].index = r;
-    threads.emplace_back([&, r] {
-      Rank& me = ranks[static_cast<size_t>(r)];
-      std::unique_ptr<AllreduceExchange> ex = me.Exchange(2, port, 2, 3);
-      if (!me.Start(*ex) || !me.StepWhile(*ex, [](int64_t s) { return s < 1; })) return;
-      ++trained;
-      // Until the world of three has taken kSteps steps.
-      AllreduceExchange& x = *ex;
-      if (me.StepWhile(x, [&x](int64_t s) { return x.world_size() < 3 || s < kSteps; })) {
-        me.Finish(x);
-      }
-    });
-  }
-  ASSERT_TRUE(WaitFor([&] { return trained.load() == 2; }, absl::Seconds(60)))
-      << ranks[0].status << " " << ranks[1].status;
+  // Until the world of three has taken kSteps steps.
+  TrainTwo(
+      ranks, port, trained,
+      [](AllreduceExchange& x, int64_t s) { return x.world_size() < 3 || s < kSteps; }, threads);
   // Nothing joined yet: the first world of two.
   ExpectWorld(ranks[0], 2, 1, 0, 0, 0);
   ExpectWorld(ranks[1], 2, 1, 0, 0, 0);
@@ -288,21 +297,9 @@ TEST(MembershipMetrics, AGenerationThatFormedButCouldNotConnectStillCountsItsCha
   std::vector<Rank> ranks(2);
   std::atomic<int> trained{0};
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    ranks[static_cast<size_t>(r)].index = r;
-    threads.emplace_back([&, r] {
-      Rank& me = ranks[static_cast<size_t>(r)];
-      std::unique_ptr<AllreduceExchange> ex = me.Exchange(2, port, 2, 3);
-      if (!me.Start(*ex) || !me.StepWhile(*ex, [](int64_t s) { return s < 1; })) return;
-      ++trained;
-      AllreduceExchange& x = *ex;
-      if (me.StepWhile(x, [&x](int64_t s) { return x.generation() < 3 || s < kSteps; })) {
-        me.Finish(x);
-      }
-    });
-  }
-  ASSERT_TRUE(WaitFor([&] { return trained.load() == 2; }, absl::Seconds(60)))
-      << ranks[0].status << " " << ranks[1].status;
+  TrainTwo(
+      ranks, port, trained,
+      [](AllreduceExchange& x, int64_t s) { return x.generation() < 3 || s < kSteps; }, threads);
 
   // worker-2's data plane: worker-1 (its left neighbour) dials it.
   absl::StatusOr<exchange::TcpListener> data = exchange::TcpListener::Listen("127.0.0.1", 0);
