@@ -165,7 +165,8 @@ absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
     const kubetrain::operator_main::OperatorOptions& o, kubetrain::kube::KubeClient& client,
     const kubetrain::kube::KubeConfig& config, const kubetrain::kube::ConfigEnvironment& env,
     const kubetrain::Clock& clock, kubetrain::kube::Logger& logger,
-    std::unique_ptr<kubetrain::webhook::CaBundleKeeper>* keeper) {
+    std::unique_ptr<kubetrain::webhook::CaBundleKeeper>* keeper,
+    std::unique_ptr<kubetrain::kube::KubeClient>* lookup_client) {
   namespace kube = kubetrain::kube;
   namespace webhook = kubetrain::webhook;
   if (!o.webhook_bind_address.enabled) {
@@ -188,7 +189,7 @@ absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
     certs.service_name = o.webhook_service_name;
     certs.extra_hosts = o.webhook_hosts;
     absl::StatusOr<kube::ServingCert> cert =
-        webhook::EnsureServingCert(client, certs, absl::Now(), logger);
+        webhook::EnsureServingCert(client, certs, absl::FromUnixMicros(clock.UnixMicros()), logger);
     if (!cert.ok()) {
       return absl::Status(
           cert.status().code(),
@@ -208,11 +209,19 @@ absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> StartWebhook(
     }
     (*keeper)->Start();
   }
+  // The job a Scale names is read on a client of its own, outside the
+  // process's rate limit: kube-apiserver waits for the answer (timeoutSeconds)
+  // and must not wait behind a backlog of reconciles. One GET per scale.
+  absl::StatusOr<std::unique_ptr<kube::CpprestTransport>> transport =
+      kube::CpprestTransport::Create(config, kube::TransportOptions{}, env, clock);
+  if (!transport.ok()) return transport.status();
+  *lookup_client = std::make_unique<kube::KubeClient>(*std::move(transport));
+  kube::KubeClient& reader = **lookup_client;
   absl::StatusOr<std::unique_ptr<webhook::WebhookServer>> server = webhook::WebhookServer::Start(
       https,
-      [&client](const std::string& ns,
+      [&reader](const std::string& ns,
                 const std::string& name) -> absl::StatusOr<kubetrain::api::TrainingJob> {
-        absl::StatusOr<kube::Json> job = client.Get(kube::kTrainingJobs, ns, name);
+        absl::StatusOr<kube::Json> job = reader.Get(kube::kTrainingJobs, ns, name);
         if (!job.ok()) return job.status();
         return kubetrain::api::FromJson(*job);
       },
@@ -272,7 +281,8 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
     return 1;
   }
   // One rate limit for every request of this process (informers, workers,
-  // events, leader election), as a controller-runtime manager has.
+  // events, leader election), as a controller-runtime manager has; the one
+  // exception is the admission webhook's read of a scaled job (StartWebhook).
   auto throttled =
       std::make_unique<kube::ThrottledTransport>(std::move(*transport), o.throttle, clock);
   kube::ThrottledTransport* const throttle = throttled.get();  // the client owns it
@@ -302,8 +312,9 @@ int RunOperator(const kubetrain::operator_main::OperatorOptions& o) {
   // The admission webhook, before the controller: a scale above
   // maxReplicas is refused as soon as this replica runs.
   std::unique_ptr<kubetrain::webhook::CaBundleKeeper> ca_bundle_keeper;
+  std::unique_ptr<kube::KubeClient> webhook_reader;  // outlives the webhook server
   absl::StatusOr<std::unique_ptr<kubetrain::webhook::WebhookServer>> webhook_server =
-      StartWebhook(o, client, *config, env, clock, logger, &ca_bundle_keeper);
+      StartWebhook(o, client, *config, env, clock, logger, &ca_bundle_keeper, &webhook_reader);
   if (!webhook_server.ok()) {
     logger.Error(kLog, std::string(webhook_server.status().message()));
     return 1;
