@@ -94,7 +94,10 @@ void AllreduceExchange::Leave(const std::string& reason) {
     if (options_.max_workers > 0 && options_.rank != 0) {
       // A scale-down: this rank finishes the step in flight with the others
       // (its trainer stops at the boundary) and says it leaves as it goes
-      // (the destructor), so no step is aborted for it.
+      // (the destructor), so no step is aborted for it. It joins no other
+      // generation: if the world is re-forming (rank 0 left too: a
+      // suspended job), it stops waiting now.
+      client_->CancelJoins(reason);
       absl::MutexLock l(&joined_mu_);
       leave_reason_ = reason;
       return;

@@ -155,7 +155,8 @@ class AllreduceExchange final : public exchange::Exchange {
   absl::StatusOr<int64_t> StepQueued(int64_t step, std::span<const float> params) override;
 
   // From another thread (a signal watcher): this rank is going away. From
-  // then on a failing step fails (no re-forming). Tells rank 0 why: with
+  // then on a failing step fails (no re-forming), and a re-forming this
+  // rank is waiting in ends now. Tells rank 0 why: with
   // `reform` the others re-form without this rank (or wait for its
   // replacement) — a worker other than worker 0 of an elastic world tells
   // it only as the exchange goes (after its trainer finished the step in

@@ -56,8 +56,20 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join(int64_t state_step,
     exchange::AddToken(&ctx, options_.token);
     ctx.set_wait_for_ready(true);
     ctx.set_deadline(In(std::min(left, 5.0)));
+    {
+      absl::MutexLock l(&mu_);
+      if (!cancel_joins_reason_.empty()) {
+        return absl::CancelledError(
+            absl::StrCat(options_.name, " joins no other generation: ", cancel_joins_reason_));
+      }
+      join_call_ = &ctx;
+    }
     v1::JoinResponse resp;
     grpc::Status s = stub_->Join(&ctx, req, &resp);
+    {
+      absl::MutexLock l(&mu_);
+      join_call_ = nullptr;
+    }
     if (s.ok()) return resp;
     const absl::Status as = exchange::FromGrpc(s);
     switch (s.error_code()) {
@@ -81,7 +93,8 @@ absl::StatusOr<v1::JoinResponse> RendezvousClient::Join(int64_t state_step,
     }
     if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       absl::MutexLock l(&mu_);
-      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));  // retry backoff
+      // Retry backoff; CancelJoins wakes it.
+      if (cancel_joins_reason_.empty()) cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
     }
   }
 }
@@ -91,7 +104,7 @@ void RendezvousClient::StartHeartbeats(uint64_t generation, int rank) {
   generation_ = generation;
   rank_ = rank >= 0 ? rank : options_.rank;
   stop_ = false;
-  abort_reason_.clear();
+  abort_reason_ = left_reason_;  // a rank that left stays out of every generation
   lost_rank_ = -1;
   abort_confirmed_ = false;
   peers_.clear();
@@ -224,7 +237,19 @@ absl::Status RendezvousClient::ReportAbort(int lost_rank, const std::string& rea
   return AbortStatus();
 }
 
+void RendezvousClient::CancelJoins(const std::string& reason) {
+  absl::MutexLock l(&mu_);
+  if (cancel_joins_reason_.empty()) cancel_joins_reason_ = reason;
+  if (join_call_ != nullptr) join_call_->TryCancel();
+  cv_.SignalAll();
+}
+
 void RendezvousClient::Leave(const std::string& reason) {
+  CancelJoins(reason);
+  {
+    absl::MutexLock l(&mu_);
+    if (left_reason_.empty()) left_reason_ = absl::StrCat(options_.name, " leaves: ", reason);
+  }
   int rank;
   v1::AbortResponse resp;
   grpc::Status s = SendAbort(-1, reason, /*leaving=*/true, &rank, &resp);

@@ -80,8 +80,14 @@ class RendezvousClient {
   absl::Status ReportAbort(int lost_rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // This rank leaves on purpose (SIGTERM): rank 0 takes it out of the world
   // (the others re-form without it, or wait for its replacement), and this
-  // rank's generation is over. Best effort: returns without waiting long.
+  // rank's generation is over, as is every later one (CancelJoins too).
+  // Best effort: returns without waiting long.
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // This rank will not join another generation (it leaves once the step in
+  // flight ends): a Join in progress, waiting for a rank 0 that may never
+  // come back (a suspended job), returns Cancelled now, and so does every
+  // later one. The running generation, if any, goes on.
+  void CancelJoins(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void HeartbeatLoop(uint64_t generation, int rank) ABSL_LOCKS_EXCLUDED(mu_);
@@ -111,6 +117,12 @@ class RendezvousClient {
   int lost_rank_ ABSL_GUARDED_BY(mu_) = -1;
   // Rank 0 has our heartbeat saying we know.
   bool abort_confirmed_ ABSL_GUARDED_BY(mu_) = false;
+  // CancelJoins' reason: no Join from now on. Leave's reason: every later
+  // generation is over for this rank too (StartHeartbeats keeps it).
+  std::string cancel_joins_reason_ ABSL_GUARDED_BY(mu_);
+  std::string left_reason_ ABSL_GUARDED_BY(mu_);
+  // The Join call in flight, cancelled by CancelJoins.
+  grpc::ClientContext* join_call_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Not guarded: started (under mu_) and joined only by the owner's thread.
   std::thread heartbeat_;
 };

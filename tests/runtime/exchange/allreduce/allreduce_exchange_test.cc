@@ -23,6 +23,7 @@ namespace kubetrain::allreduce {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 RealClock& TheClock() {
   static RealClock clock;
@@ -401,6 +402,76 @@ TEST(AllreduceExchange, CheckpointNowWithoutADirectoryWritesNothing) {
   absl::StatusOr<std::string> path = ex.CheckpointNow(0, params);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, "");
+}
+
+// A suspended job (every pod gets SIGTERM): worker-0 leaves first and its
+// rendezvous goes with it; worker-1, whose step failed, is re-forming and
+// waits for a worker-0 that will not come back. Its own SIGTERM (Leave)
+// ends that wait at once, so its pod exits within the grace period instead
+// of waiting out --rendezvous-timeout. Fixed (max 0) and elastic (2..3).
+void LeaveEndsAReformationThatWaitsForAGoneRankZero(int min_workers, int max_workers) {
+  const int world = 2;
+  const int64_t n = 129;
+  const int port = FreePort();
+  Logs logs1;
+  std::atomic<AllreduceExchange*> rank1{nullptr};
+  std::atomic<bool> rank0_gone{false};
+  absl::Status rank1_status;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      AllreduceExchangeOptions o = Options(world, r, port);
+      o.reform = true;
+      o.min_workers = min_workers;
+      o.max_workers = max_workers;
+      o.peer_timeout_seconds = 60;  // nothing here may end by a timeout
+      o.rendezvous_timeout_seconds = 60;
+      auto ex = std::make_unique<AllreduceExchange>(
+          o, Constant(0.1f), TheClock(),
+          r == 1 ? logs1.Sink() : std::function<void(const std::string&)>([](auto&) {}));
+      std::vector<float> params(n, 1.0f), g(n);
+      absl::StatusOr<int64_t> start = ex->Start(params);
+      ASSERT_TRUE(start.ok()) << start.status();
+      int64_t step = *start;
+      for (int s = 0; s < 2; ++s) {
+        for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, s, i);
+        absl::StatusOr<int64_t> next = ex->Step(step, g, params);
+        ASSERT_TRUE(next.ok()) << next.status();
+        step = *next;
+      }
+      if (r == 0) {
+        ex->Leave("worker-0 stopped by signal 15 (Terminated)");
+        ex.reset();  // the process exits: its rendezvous goes too
+        rank0_gone = true;
+        return;
+      }
+      rank1 = ex.get();
+      ASSERT_TRUE(testing_util::WaitFor([&] { return rank0_gone.load(); }));
+      for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, 2, i);
+      absl::StatusOr<int64_t> next = ex->Step(step, g, params);
+      rank1_status = next.status();
+      rank1 = nullptr;
+    });
+  }
+  // Worker-1 is re-forming (maybe still asking the gone rendezvous): SIGTERM.
+  ASSERT_TRUE(testing_util::WaitFor([&] { return logs1.Has("re-forming the world"); },
+                                    absl::Seconds(30)));
+  AllreduceExchange* ex1 = rank1.load();
+  ASSERT_NE(ex1, nullptr);
+  ex1->Leave("worker-1 stopped by signal 15 (Terminated)");
+  for (auto& t : threads) t.join();
+  // Cancelled: the Leave ended its join; Aborted (the loss of worker-0):
+  // it came before the join began. Never the join's timeout.
+  EXPECT_TRUE(absl::IsCancelled(rank1_status) || absl::IsAborted(rank1_status)) << rank1_status;
+  EXPECT_THAT(std::string(rank1_status.message()), Not(HasSubstr("--rendezvous-timeout")));
+}
+
+TEST(AllreduceExchange, LeaveEndsAFixedWorldsWaitForAGoneRankZero) {
+  LeaveEndsAReformationThatWaitsForAGoneRankZero(0, 0);
+}
+
+TEST(AllreduceExchange, LeaveEndsAnElasticWorldsWaitForAGoneRankZero) {
+  LeaveEndsAReformationThatWaitsForAGoneRankZero(2, 3);
 }
 
 }  // namespace

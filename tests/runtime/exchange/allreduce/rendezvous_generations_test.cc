@@ -151,6 +151,32 @@ TEST(RendezvousGenerations, AFixedWorldWaitsForTheLeaversReplacementAndNamesItWh
   }
 }
 
+TEST(RendezvousGenerations, ARankThatLeftJoinsNoOtherGeneration) {
+  Options o;
+  o.join_timeout = 60;  // a join that waited for it would fail the test by its timeout
+  auto server = StartServer(o);
+  std::vector<std::unique_ptr<RendezvousClient>> c;
+  for (int i = 0; i < 3; ++i) c.push_back(Client(server->port(), i, 100 + i, o));
+  auto first = JoinAll({c[0].get(), c[1].get(), c[2].get()}, {{}, {}, {}});
+  for (auto& j : first) ASSERT_TRUE(j.ok()) << j.status();
+  for (int i = 0; i < 3; ++i) c[i]->StartHeartbeats(first[i]->generation(), i);
+  // A scale-down's leaver finishes its generation but joins no other.
+  c[2]->CancelJoins("scaled down");
+  EXPECT_TRUE(c[2]->AbortStatus().ok()) << "its generation goes on";
+  c[1]->Leave("stopped by signal 15");
+  for (auto& x : c) x->StopHeartbeats();
+  for (int i : {1, 2}) {
+    absl::StatusOr<v1::JoinResponse> again = c[i]->Join(7, 1);
+    ASSERT_FALSE(again.ok());
+    EXPECT_TRUE(absl::IsCancelled(again.status())) << again.status();
+  }
+  // A generation it still takes part in (its answer was on the way) is over
+  // for it from the start.
+  c[1]->StartHeartbeats(first[1]->generation(), 1);
+  EXPECT_THAT(std::string(c[1]->AbortStatus().message()), HasSubstr("worker-1 leaves"));
+  c[1]->StopHeartbeats();
+}
+
 TEST(RendezvousGenerations, AnElasticWorldGrowsWithAJoinerAndShrinksWithALeaver) {
   Options o;
   o.names = 2;
