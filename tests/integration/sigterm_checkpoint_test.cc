@@ -3,8 +3,9 @@
 // write a checkpoint of the last completed step before exiting 128+15, says
 // so in the termination message the operator reads
 // (api/checkpoint_message.h), and the job started again continues from it
-// ("restored ... (step N)"). Also through `kubetrain run`, whose SIGTERM
-// stops every replica.
+// ("restored ... (step N)"). A rank re-forming after worker 0 left stops on
+// its own SIGTERM. Also through `kubetrain run`, whose SIGTERM stops every
+// replica.
 #include <signal.h>
 
 #include <filesystem>
@@ -158,6 +159,34 @@ TEST_F(SigtermCheckpoint, APsShardCheckpointsOnSigtermAndReportsIt) {
   EXPECT_EQ(api::ParseCheckpointMessage(ReadFile(TerminationLog("ps0"))), logged);
   job.Kill("worker", 0, SIGKILL);
   EXPECT_TRUE(job.WaitAll(kWait));
+}
+
+// A suspend whose SIGTERMs arrive apart (CI saw 0.3 s): worker 0, the
+// rendezvous host, stops first and goes; worker 1, still training, re-forms
+// the world and waits for worker 0's replacement. Its own SIGTERM ends that
+// wait: it exits 128+15 at once, not after --rendezvous-timeout (here longer
+// than the test waits), and says rank 0 writes the checkpoint.
+TEST_F(SigtermCheckpoint, ARankReformingAfterWorkerZeroLeftStopsOnItsOwnSigterm) {
+  testing_util::LocalReplicas job(KUBETRAIN_BIN, /*num_ps=*/0, /*num_workers=*/2);
+  std::vector<std::string> args = Args();
+  for (const char* a : {"--on-peer-loss", "reform", "--rendezvous-timeout", "600"}) {
+    args.push_back(a);
+  }
+  for (int w : {0, 1}) {
+    job.Start("worker", w, args,
+              {absl::StrCat("KUBETRAIN_TERMINATION_LOG=", TerminationLog(absl::StrCat("w", w)))});
+  }
+  ASSERT_TRUE(job.WaitForOutput("worker", 0, HasProgress, kWait)) << job.Output("worker", 0);
+  job.Kill("worker", 0, SIGTERM);
+  EXPECT_EQ(job.Wait("worker", 0, kWait), 128 + SIGTERM) << job.Output("worker", 0);
+  ASSERT_TRUE(job.WaitForOutput(
+      "worker", 1,
+      [](const std::string& o) { return o.find("re-forming the world") != std::string::npos; },
+      kWait))
+      << job.Output("worker", 1);
+  job.Kill("worker", 1, SIGTERM);
+  EXPECT_EQ(job.Wait("worker", 1, kWait), 128 + SIGTERM) << job.Output("worker", 1);
+  EXPECT_THAT(ReadFile(TerminationLog("w1")), HasSubstr("rank 0 writes the checkpoint"));
 }
 
 // `kubetrain run`: SIGTERM to the launcher stops every replica (the job
