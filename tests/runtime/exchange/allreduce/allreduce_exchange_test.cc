@@ -454,8 +454,8 @@ void LeaveEndsAReformationThatWaitsForAGoneRankZero(int min_workers, int max_wor
     });
   }
   // Worker-1 is re-forming (maybe still asking the gone rendezvous): SIGTERM.
-  ASSERT_TRUE(testing_util::WaitFor([&] { return logs1.Has("re-forming the world"); },
-                                    absl::Seconds(30)));
+  ASSERT_TRUE(
+      testing_util::WaitFor([&] { return logs1.Has("re-forming the world"); }, absl::Seconds(30)));
   AllreduceExchange* ex1 = rank1.load();
   ASSERT_NE(ex1, nullptr);
   ex1->Leave("worker-1 stopped by signal 15 (Terminated)");
