@@ -84,6 +84,21 @@ std::vector<absl::StatusOr<v1::JoinResponse>> JoinAll(const std::vector<Rendezvo
   return out;
 }
 
+// The first generation of a world of three, every member sending heartbeats.
+struct FirstGeneration {
+  std::unique_ptr<RendezvousServer> server;
+  std::vector<std::unique_ptr<RendezvousClient>> c;
+  std::vector<absl::StatusOr<v1::JoinResponse>> joined;
+};
+void FormFirstGeneration(const Options& o, FirstGeneration& w) {
+  w.server = StartServer(o);
+  ASSERT_NE(w.server, nullptr);
+  for (int i = 0; i < 3; ++i) w.c.push_back(Client(w.server->port(), i, 100 + i, o));
+  w.joined = JoinAll({w.c[0].get(), w.c[1].get(), w.c[2].get()}, {{}, {}, {}});
+  for (auto& j : w.joined) ASSERT_TRUE(j.ok()) << j.status();
+  for (int i = 0; i < 3; ++i) w.c[i]->StartHeartbeats(w.joined[i]->generation(), i);
+}
+
 std::vector<int> Indexes(const v1::JoinResponse& r) {
   std::vector<int> out;
   for (const v1::RankInfo& i : r.ranks()) out.push_back(i.index());
@@ -134,12 +149,9 @@ TEST(RendezvousGenerations, ARestartedRankEndsTheGenerationAndTheSurvivorsStateI
 TEST(RendezvousGenerations, AFixedWorldWaitsForTheLeaversReplacementAndNamesItWhenItDoesNotCome) {
   Options o;
   o.join_timeout = 1.5;
-  auto server = StartServer(o);
-  std::vector<std::unique_ptr<RendezvousClient>> c;
-  for (int i = 0; i < 3; ++i) c.push_back(Client(server->port(), i, 100 + i, o));
-  auto first = JoinAll({c[0].get(), c[1].get(), c[2].get()}, {{}, {}, {}});
-  for (auto& j : first) ASSERT_TRUE(j.ok()) << j.status();
-  for (int i = 0; i < 3; ++i) c[i]->StartHeartbeats(first[i]->generation(), i);
+  FirstGeneration w;
+  ASSERT_NO_FATAL_FAILURE(FormFirstGeneration(o, w));
+  auto& c = w.c;
   c[2]->Leave("stopped by signal 15");
   ASSERT_TRUE(testing_util::WaitFor([&] { return !c[0]->AbortStatus().ok(); }, absl::Seconds(10)));
   EXPECT_THAT(std::string(c[0]->AbortStatus().message()), HasSubstr("left worker-2"));
@@ -154,12 +166,9 @@ TEST(RendezvousGenerations, AFixedWorldWaitsForTheLeaversReplacementAndNamesItWh
 TEST(RendezvousGenerations, ARankThatLeftJoinsNoOtherGeneration) {
   Options o;
   o.join_timeout = 60;  // a join that waited for it would fail the test by its timeout
-  auto server = StartServer(o);
-  std::vector<std::unique_ptr<RendezvousClient>> c;
-  for (int i = 0; i < 3; ++i) c.push_back(Client(server->port(), i, 100 + i, o));
-  auto first = JoinAll({c[0].get(), c[1].get(), c[2].get()}, {{}, {}, {}});
-  for (auto& j : first) ASSERT_TRUE(j.ok()) << j.status();
-  for (int i = 0; i < 3; ++i) c[i]->StartHeartbeats(first[i]->generation(), i);
+  FirstGeneration w;
+  ASSERT_NO_FATAL_FAILURE(FormFirstGeneration(o, w));
+  auto& c = w.c;
   // A scale-down's leaver finishes its generation but joins no other.
   c[2]->CancelJoins("scaled down");
   EXPECT_TRUE(c[2]->AbortStatus().ok()) << "its generation goes on";
@@ -172,7 +181,7 @@ TEST(RendezvousGenerations, ARankThatLeftJoinsNoOtherGeneration) {
   }
   // A generation it still takes part in (its answer was on the way) is over
   // for it from the start.
-  c[1]->StartHeartbeats(first[1]->generation(), 1);
+  c[1]->StartHeartbeats(w.joined[1]->generation(), 1);
   EXPECT_THAT(std::string(c[1]->AbortStatus().message()), HasSubstr("worker-1 leaves"));
   c[1]->StopHeartbeats();
 }
