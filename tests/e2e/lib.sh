@@ -11,10 +11,12 @@ E2E_EPOCHS=${E2E_EPOCHS:-2}
 E2E_ACCURACY_BAR=${E2E_ACCURACY_BAR:-0.84}
 # The operator's progress poll for the clusters the tests start (local-cluster.sh's default is
 # 2s), and the epochs of the jobs whose test asserts that `kubectl get tj` showed progress
-# moving: on a quiet machine a 2-epoch allreduce job trains in under 3 s once its data is
-# loaded, which one or two polls may straddle; 4 epochs give such a test several polls.
+# moving. The runtime updates kubetrain_global_step once a second, so the table can move only
+# as often; on a quiet machine a 4-epoch allreduce job trained its 952 steps within 2 s of its
+# creation, and the table showed step 0 and then the last step only. 12 epochs train for about
+# 5 s there (longer under load): several steps for the table to show.
 export PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-500ms}
-E2E_MOVING_EPOCHS=${E2E_MOVING_EPOCHS:-4}
+E2E_MOVING_EPOCHS=${E2E_MOVING_EPOCHS:-12}
 
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 skip() { echo "SKIP: $*"; exit 77; }
