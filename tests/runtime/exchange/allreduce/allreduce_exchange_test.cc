@@ -415,7 +415,7 @@ void LeaveEndsAReformationThatWaitsForAGoneRankZero(int min_workers, int max_wor
   const int port = FreePort();
   Logs logs1;
   std::atomic<AllreduceExchange*> rank1{nullptr};
-  std::atomic<bool> rank0_gone{false};
+  std::atomic<bool> rank0_gone{false}, left{false};
   absl::Status rank1_status;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
@@ -450,15 +450,18 @@ void LeaveEndsAReformationThatWaitsForAGoneRankZero(int min_workers, int max_wor
       for (int64_t i = 0; i < n; ++i) g[i] = Grad(r, 2, i);
       absl::StatusOr<int64_t> next = ex->Step(step, g, params);
       rank1_status = next.status();
-      rank1 = nullptr;
+      // The exchange lives until the test has called Leave on it.
+      ASSERT_TRUE(testing_util::WaitFor([&] { return left.load(); }, absl::Seconds(120)));
     });
   }
   // Worker-1 is re-forming (maybe still asking the gone rendezvous): SIGTERM.
-  ASSERT_TRUE(
-      testing_util::WaitFor([&] { return logs1.Has("re-forming the world"); }, absl::Seconds(30)));
+  const bool reforming =
+      testing_util::WaitFor([&] { return logs1.Has("re-forming the world"); }, absl::Seconds(30));
+  EXPECT_TRUE(reforming) << "worker-1 never re-formed";
   AllreduceExchange* ex1 = rank1.load();
-  ASSERT_NE(ex1, nullptr);
-  ex1->Leave("worker-1 stopped by signal 15 (Terminated)");
+  EXPECT_NE(ex1, nullptr);
+  if (reforming && ex1 != nullptr) ex1->Leave("worker-1 stopped by signal 15 (Terminated)");
+  left = true;  // every thread ends now, whatever failed
   for (auto& t : threads) t.join();
   // Cancelled: the Leave ended its join; Aborted (the loss of worker-0):
   // it came before the join began. Never the join's timeout.
