@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "operator/kube/https_server.h"
 #include "operator/kube/serving_cert.h"
+#include "tests/support/self_signed_cert.h"
 
 namespace kubetrain::testing {
 namespace {
@@ -32,9 +33,7 @@ const ResourceType& TrainingJobs() {
 class KubeEmulatorAdmissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kube::ServingCertRequest req;
-    req.ip_addresses = {"127.0.0.1"};
-    absl::StatusOr<kube::ServingCert> cert = kube::GenerateServingCert(req, absl::Now());
+    absl::StatusOr<kube::ServingCert> cert = testing_util::SelfSignedCert("webhook");
     ASSERT_TRUE(cert.ok()) << cert.status();
     cert_ = *cert;
     kube::HttpsServerOptions o;
@@ -207,9 +206,7 @@ TEST_F(KubeEmulatorAdmissionTest, AFailedCallRefusesUnderFailAndPassesUnderIgnor
 
   // A certificate the caBundle does not vouch for: no call gets through.
   Answer([](const json& review) { return Allowed(review); });
-  kube::ServingCertRequest other;
-  other.ip_addresses = {"127.0.0.1"};
-  absl::StatusOr<kube::ServingCert> stranger = kube::GenerateServingCert(other, absl::Now());
+  absl::StatusOr<kube::ServingCert> stranger = testing_util::SelfSignedCert("someone-else");
   ASSERT_TRUE(stranger.ok());
   const size_t calls = Seen().size();
   failed = RunValidatingWebhooks(

@@ -7,6 +7,7 @@
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kube_config.h"
 #include "operator/kube/serving_cert.h"
+#include "tests/support/self_signed_cert.h"
 
 namespace kubetrain::webhook {
 namespace {
@@ -45,11 +46,8 @@ std::string ScaleReview(int replicas) {
 class WebhookServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kube::ServingCertRequest req;
-    req.common_name = "kubetrain-webhook.kt.svc";
-    req.dns_names = {"kubetrain-webhook.kt.svc"};
-    req.ip_addresses = {"127.0.0.1"};
-    absl::StatusOr<kube::ServingCert> cert = kube::GenerateServingCert(req, absl::Now());
+    absl::StatusOr<kube::ServingCert> cert =
+        testing_util::SelfSignedCert("kubetrain-webhook.kt.svc");
     ASSERT_TRUE(cert.ok()) << cert.status();
     cert_ = *cert;
     kube::HttpsServerOptions o;
@@ -118,11 +116,7 @@ TEST_F(WebhookServerTest, BadRequestsGetTheirCodes) {
 }
 
 TEST_F(WebhookServerTest, AClientTrustingAnotherCaDoesNotConnect) {
-  kube::ServingCertRequest other;
-  other.common_name = "someone-else";
-  other.dns_names = {"someone-else"};
-  other.ip_addresses = {"127.0.0.1"};
-  absl::StatusOr<kube::ServingCert> stranger = kube::GenerateServingCert(other, absl::Now());
+  absl::StatusOr<kube::ServingCert> stranger = testing_util::SelfSignedCert("someone-else");
   ASSERT_TRUE(stranger.ok()) << stranger.status();
   absl::StatusOr<kube::HttpResponse> r =
       Send("POST", kValidatePath, ScaleReview(2), stranger->cert_pem);
