@@ -44,7 +44,7 @@ eval "$(scripts/local-cluster.sh up "$state" | grep '^export ')"
 trap 'scripts/local-cluster.sh down "$state" >/dev/null 2>&1 || true' EXIT
 if [ -x .cache/tools/bin/kubectl ]; then K=.cache/tools/bin/kubectl; else K=$(command -v kubectl); fi
 JOB=fmnist-allreduce
-k() { "$K" "$@" 2> >(grep -v 'version difference' >&2); }
+source scripts/lib-kubectl.sh
 now_ms() { date +%s%3N; }
 uid() { k get pod "$JOB-worker-$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null || true; }
 logs() { k logs -n "$NS" "$JOB-worker-0" 2>/dev/null || true; }

@@ -50,8 +50,8 @@ require_node_agent() {
     skip "needs the node agent's process model ($*): not on an existing cluster (KUBETRAIN_TEST_IMAGE)"
 }
 
-# kubectl without the client/server version-skew warning.
-k() { "$K" "$@" 2> >(grep -v 'version difference' >&2); }
+# k: kubectl without the client/server version-skew warning (waits for its filtered stderr).
+source "$ROOT/scripts/lib-kubectl.sh"
 
 # A fresh namespace NAME (now $NS), deleted with everything in it when the test exits.
 NAMESPACES=()
